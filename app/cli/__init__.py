@@ -1,0 +1,21 @@
+"""The ``layoutsat`` command line: one root app, one sub-app per problem family."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import core
+
+cli = typer.Typer(
+    name="layoutsat",
+    help="Global layout, fusion and schedule optimizer for tiled ML accelerators.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+cli.command()(core.serve)
+cli.command()(core.validate)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,22 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.errors import install_error_handlers
+from app.routes import fusion, health
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="layoutsat",
+        version=__version__,
+        description="Global memory-layout, fusion and schedule optimizer for tiled ML "
+        "accelerators (OR-Tools CP-SAT), with an independent evaluator.",
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(fusion.router)
+    return app

@@ -1,0 +1,1 @@
+"""One router per concern; ``app.main`` mounts them."""

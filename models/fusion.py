@@ -1,0 +1,246 @@
+"""Schemas of the MLSys 2026 contest problem and solution, with exactly the contest's field names.
+
+The pydantic models check types; ``problem_issues`` checks the structural rules of
+SEMANTICS.md S1 that span several fields (lengths, index ranges, shapes, cycles).
+``parse_problem`` runs both and is the only sanctioned way to turn untrusted JSON into
+a ``FusionProblem``: everything downstream may assume a structurally valid graph.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import math
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from models.errors import InputValidationError, Issue, issues_from_pydantic, raise_if_any
+
+OpType = Literal["MatMul", "Pointwise"]
+PER_OP_ARRAYS = ("inputs", "outputs", "base_costs", "op_types")
+
+
+def _finite_number(value: Any) -> int | float:
+    """A JSON number kept as given (ints stay ints); bools, strings, NaN and inf are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("number_type", "Input should be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    return value
+
+
+Number = Annotated[int | float, PlainValidator(_finite_number), WithJsonSchema({"type": "number"})]
+TensorList = list[int]
+
+
+class FusionProblem(BaseModel):
+    """An MLSys 2026 problem: a DAG of MatMul/Pointwise ops over 2-D tensors plus the hardware."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    widths: list[int] = Field(description="width (columns) of tensor[i]")
+    heights: list[int] = Field(description="height (rows) of tensor[i]")
+    inputs: list[TensorList] = Field(description="inputs[k]: tensors consumed by op k, in order")
+    outputs: list[TensorList] = Field(description="outputs[k]: tensors produced by op k")
+    base_costs: list[Number] = Field(description="base_costs[k]: cost of op k per native tile")
+    op_types: list[OpType] = Field(description="op_types[k]: 'MatMul' or 'Pointwise'")
+    fast_memory_capacity: Number = Field(description="fast-memory capacity in elements")
+    slow_memory_bandwidth: Number = Field(description="elements moved per time unit")
+    native_granularity: list[int] = Field(
+        description="[w, h] (native k = w) or [w, h, k]", min_length=2, max_length=3
+    )
+
+    @property
+    def num_tensors(self) -> int:
+        return len(self.widths)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.op_types)
+
+
+class FusionSolution(BaseModel):
+    """A contest solution: parallel lists, one entry per subgraph in execution order."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    subgraphs: list[list[int]] = Field(description="ops of each subgraph, in execution order")
+    granularities: list[Annotated[list[int], Field(min_length=3, max_length=3)]] = Field(
+        description="[w, h, k] of each subgraph"
+    )
+    tensors_to_retain: list[list[int]] = Field(
+        description="tensors each subgraph keeps resident in fast memory for the next one"
+    )
+    traversal_orders: list[list[int] | None] | None = Field(
+        default=None, description="tile order of each subgraph; null means raster"
+    )
+    subgraph_latencies: list[Number] = Field(description="claimed latency of each subgraph")
+
+
+def parse_problem(data: Any) -> FusionProblem:
+    """Validate untrusted JSON data into a FusionProblem or raise with every fault found."""
+    if not isinstance(data, Mapping):
+        raise InputValidationError(
+            [Issue((), f"expected a JSON object, got {type(data).__name__}", "schema.type")],
+            "fusion problem",
+        )
+    try:
+        problem = FusionProblem.model_validate(data)
+    except ValidationError as exc:
+        raise InputValidationError(issues_from_pydantic(exc), "fusion problem") from None
+    raise_if_any(problem_issues(problem), "fusion problem")
+    return problem
+
+
+def parse_solution(data: Any) -> FusionSolution:
+    """Validate the JSON shape of a solution; semantic rules are the evaluator's job."""
+    if not isinstance(data, Mapping):
+        raise InputValidationError(
+            [Issue((), f"expected a JSON object, got {type(data).__name__}", "schema.type")],
+            "fusion solution",
+        )
+    try:
+        return FusionSolution.model_validate(data)
+    except ValidationError as exc:
+        raise InputValidationError(issues_from_pydantic(exc), "fusion solution") from None
+
+
+def problem_issues(p: FusionProblem) -> list[Issue]:
+    """Every cross-field fault of a type-correct problem (SEMANTICS.md S1).
+
+    Array lengths, index ranges and value signs are checked first; when those fail the
+    per-op arrays no longer line up, so the shape and graph checks would only add noise
+    and are skipped.
+    """
+    basic = list(_length_issues(p)) + list(_value_issues(p)) + list(_index_issues(p))
+    if basic:
+        return basic
+    return list(_op_shape_issues(p)) + list(_producer_issues(p)) + list(_cycle_issues(p))
+
+
+def _length_issues(p: FusionProblem) -> Iterator[Issue]:
+    if len(p.widths) != len(p.heights):
+        yield Issue(
+            ("heights",),
+            f"heights has {len(p.heights)} entries but widths has {len(p.widths)}; "
+            "both describe the same tensors and must have equal length",
+            "length.tensors",
+        )
+    lengths = {name: len(getattr(p, name)) for name in PER_OP_ARRAYS}
+    ref = lengths["op_types"]
+    for name in ("inputs", "outputs", "base_costs"):
+        if lengths[name] != ref:
+            yield Issue(
+                (name,),
+                f"{name} has {lengths[name]} entries but op_types has {ref}; "
+                "every per-op array needs one entry per op",
+                "length.ops",
+            )
+    if ref == 0:
+        yield Issue(("op_types",), "the graph has no ops", "length.ops")
+
+
+def _value_issues(p: FusionProblem) -> Iterator[Issue]:
+    for name in ("widths", "heights"):
+        for i, v in enumerate(getattr(p, name)):
+            if v <= 0:
+                yield Issue((name, i), f"tensor dimension must be positive, got {v}",
+                            "positive.dim")
+    for k, cost in enumerate(p.base_costs):
+        if cost < 0:
+            yield Issue(("base_costs", k), f"base cost must be >= 0, got {cost}", "nonneg.cost")
+    for name in ("fast_memory_capacity", "slow_memory_bandwidth"):
+        v = getattr(p, name)
+        if v <= 0:
+            yield Issue((name,), f"{name} must be positive, got {v}", "positive.hardware")
+    for i, v in enumerate(p.native_granularity):
+        if v <= 0:
+            yield Issue(
+                ("native_granularity", i), f"native granularity must be positive, got {v}",
+                "positive.native",
+            )
+
+
+def _index_issues(p: FusionProblem) -> Iterator[Issue]:
+    n = min(len(p.widths), len(p.heights))
+    for name in ("inputs", "outputs"):
+        for k, tensors in enumerate(getattr(p, name)):
+            for j, t in enumerate(tensors):
+                if not 0 <= t < n:
+                    yield Issue(
+                        (name, k, j),
+                        f"tensor index {t} of op {k} is out of range: there are {n} tensors "
+                        f"(valid indices 0..{n - 1})",
+                        "index.tensor",
+                    )
+
+
+def _op_shape_issues(p: FusionProblem) -> Iterator[Issue]:
+    W, H = p.widths, p.heights
+    for k, op in enumerate(p.op_types):
+        ins, outs = p.inputs[k], p.outputs[k]
+        if op == "MatMul":
+            if len(ins) != 2:
+                yield Issue(("inputs", k), f"MatMul op {k} needs exactly 2 inputs [LHS, RHS], "
+                            f"got {len(ins)}", "matmul.arity")
+            if len(outs) != 1:
+                yield Issue(("outputs", k), f"MatMul op {k} needs exactly 1 output, "
+                            f"got {len(outs)}", "matmul.arity")
+            if len(ins) == 2 and len(outs) == 1:
+                (lhs, rhs), out = ins, outs[0]
+                if W[lhs] != H[rhs]:
+                    yield Issue(("inputs", k), f"MatMul op {k}: LHS tensor {lhs} width {W[lhs]} "
+                                f"must equal RHS tensor {rhs} height {H[rhs]} (the reduction "
+                                "length K)", "matmul.shape")
+                if (W[out], H[out]) != (W[rhs], H[lhs]):
+                    yield Issue(("outputs", k, 0), f"MatMul op {k}: output tensor {out} is "
+                                f"{W[out]}x{H[out]} (w x h) but must be {W[rhs]}x{H[lhs]} "
+                                "(RHS width x LHS height)", "matmul.shape")
+        else:
+            if not ins:
+                yield Issue(("inputs", k), f"Pointwise op {k} needs at least one input",
+                            "pointwise.arity")
+            if not outs:
+                yield Issue(("outputs", k), f"Pointwise op {k} needs at least one output",
+                            "pointwise.arity")
+            if ins and outs:
+                ref = outs[0]
+                for name, tensors in (("inputs", ins), ("outputs", outs)):
+                    for j, t in enumerate(tensors):
+                        if (W[t], H[t]) != (W[ref], H[ref]):
+                            yield Issue((name, k, j), f"Pointwise op {k}: tensor {t} is "
+                                        f"{W[t]}x{H[t]} (w x h) but output tensor {ref} is "
+                                        f"{W[ref]}x{H[ref]}; all tensors of a Pointwise op must "
+                                        "have the same shape", "pointwise.shape")
+
+
+def _producer_issues(p: FusionProblem) -> Iterator[Issue]:
+    producer: dict[int, int] = {}
+    for k, outs in enumerate(p.outputs):
+        for j, t in enumerate(outs):
+            if t in producer:
+                yield Issue(("outputs", k, j), f"tensor {t} is produced by op {producer[t]} and "
+                            f"again by op {k}; every tensor has at most one producer",
+                            "graph.single_producer")
+            else:
+                producer[t] = k
+
+
+def _cycle_issues(p: FusionProblem) -> Iterator[Issue]:
+    producer = {t: k for k, outs in enumerate(p.outputs) for t in outs}
+    sorter: graphlib.TopologicalSorter[int] = graphlib.TopologicalSorter()
+    for k, ins in enumerate(p.inputs):
+        sorter.add(k, *(producer[t] for t in ins if t in producer))
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as exc:
+        cycle = exc.args[1]
+        path = " -> ".join(f"op {k}" for k in cycle)
+        yield Issue(("inputs",), f"the op graph has a cycle: {path}; it must be acyclic",
+                    "graph.acyclic")
+
+
+ReductionCost = Literal["per_native_k", "per_op"]
+"""How a MatMul's base cost scales with reduction depth (SEMANTICS.md S8.3)."""

@@ -1,0 +1,1 @@
+"""Problem normalization, solvers and independent evaluators. Imports ``models`` only."""

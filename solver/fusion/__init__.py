@@ -1,0 +1,1 @@
+"""The MLSys 2026 fusion problem family."""

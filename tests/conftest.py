@@ -1,0 +1,56 @@
+"""Shared fixtures: paths to the contest material beside the checkout, and problem builders."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+MLSYS = SHARED / "mlsys2026"
+BENCHMARKS = sorted((MLSYS / "benchmarks").glob("*.json"))
+BAD_FILES = sorted((MLSYS / "bad").glob("*.json"))
+
+# PROBLEM.md Example 3 (the diamond), small enough to mutate rule by rule.
+DIAMOND: dict[str, Any] = {
+    "widths": [128, 128, 128, 128],
+    "heights": [128, 128, 128, 128],
+    "inputs": [[0], [1], [1, 2]],
+    "outputs": [[1], [2], [3]],
+    "base_costs": [1500, 1500, 1500],
+    "op_types": ["Pointwise", "Pointwise", "Pointwise"],
+    "fast_memory_capacity": 50000,
+    "slow_memory_bandwidth": 10,
+    "native_granularity": [128, 128],
+}
+
+# PROBLEM.md Example 5: (T0 @ T1) @ T2.
+MATMUL_CHAIN: dict[str, Any] = {
+    "widths": [128, 128, 128, 128, 128],
+    "heights": [128, 128, 128, 128, 128],
+    "inputs": [[0, 1], [3, 2]],
+    "outputs": [[3], [4]],
+    "base_costs": [2000, 2000],
+    "op_types": ["MatMul", "MatMul"],
+    "fast_memory_capacity": 45000,
+    "slow_memory_bandwidth": 10,
+    "native_granularity": [128, 128],
+}
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def diamond() -> dict[str, Any]:
+    return copy.deepcopy(DIAMOND)
+
+
+@pytest.fixture
+def matmul_chain() -> dict[str, Any]:
+    return copy.deepcopy(MATMUL_CHAIN)
