@@ -12,6 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 MLSYS = SHARED / "mlsys2026"
+if not MLSYS.is_dir():
+    raise RuntimeError(f"the contest material is missing: expected {MLSYS} beside the checkout")
 BENCHMARKS = sorted((MLSYS / "benchmarks").glob("*.json"))
 BAD_FILES = sorted((MLSYS / "bad").glob("*.json"))
 
