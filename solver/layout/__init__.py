@@ -1,0 +1,77 @@
+"""The ``layout`` family: TTNN-style L1/DRAM sharding on a Tensix-like device.
+
+The solver registry maps a name to a policy that turns an analysed problem into an
+``Assignment``; ``solve`` runs it, builds the plan and has the independent evaluator
+check it. A new solver (``cpsat``, a batch-compare tool) registers here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.device import DeviceSpec
+from models.errors import InputValidationError, Issue
+from models.layout import LayoutGraph, LayoutPlan
+from solver.layout import dfsharding, dram, greedy
+from solver.layout.evaluate import evaluate
+from solver.layout.ops import DEFAULT_MAX_CONFIGS
+from solver.layout.plan import Assignment, build_plan
+from solver.layout.problem import LayoutProblem, analyze, resolve_device
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Knobs every solver receives; heuristics ignore the ones they have no use for."""
+
+    time_limit_s: float = 10.0
+    seed: int = 0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a policy returns: its decisions plus, for exact solvers, proof information."""
+
+    assignment: Assignment
+    status: str = "feasible"
+    objective: float | None = None
+    best_bound: float | None = None
+    gap: float | None = None
+
+
+Policy = Callable[[LayoutProblem, SolveOptions], Outcome]
+
+
+def _heuristic(assign: Callable[[LayoutProblem], Assignment]) -> Policy:
+    return lambda problem, _options: Outcome(assign(problem))
+
+
+SOLVERS: dict[str, Policy] = {
+    "dram": _heuristic(dram.assign),
+    "dfsharding": _heuristic(dfsharding.assign),
+    "greedy": _heuristic(greedy.assign),
+}
+BASELINES = ("dram", "dfsharding", "greedy")
+
+
+def solve(graph: LayoutGraph, solver: str = "greedy", device: str | DeviceSpec | None = None,
+          *, time_limit_s: float = 10.0, seed: int = 0, workers: int = 1,
+          max_configs: int = DEFAULT_MAX_CONFIGS) -> LayoutPlan:
+    """Plan ``graph`` with the named solver; the evaluator's verdict is in the plan."""
+    if solver not in SOLVERS:
+        raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; choose one "
+                                          f"of {sorted(SOLVERS)}", "solver.unknown")], "request")
+    started = time.perf_counter()
+    problem = analyze(graph, resolve_device(graph, device), max_configs)
+    outcome = SOLVERS[solver](problem, SolveOptions(time_limit_s, seed, workers))
+    plan = build_plan(problem, outcome.assignment, solver, 0.0, outcome.status,
+                      outcome.objective, outcome.best_bound, outcome.gap)
+    verdict = evaluate(problem, plan)
+    wall = time.perf_counter() - started
+    stats = plan.stats.model_copy(update={"wall_time_s": wall})
+    if verdict.valid:
+        return plan.model_copy(update={"stats": stats})
+    return plan.model_copy(update={"stats": stats, "status": "invalid",
+                                   "violations": verdict.violations})

@@ -1,0 +1,1 @@
+from solver.layout.dram import assign  # noqa
