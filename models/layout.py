@@ -33,7 +33,8 @@ Name = Annotated[str, Field(min_length=1)]
 # A memory configuration as text: "dram:interleaved", "l1:interleaved" or
 # "l1:<height|width|block>_sharded:<rows>x<cols>". An op configuration appends its
 # knobs: "l1:block_sharded:4x8/in0_block_w=2".
-MEMCFG_PATTERN = r"dram:interleaved|l1:interleaved|l1:(?:height|width|block)_sharded:[1-9]\d*x[1-9]\d*"
+MEMCFG_PATTERN = (r"dram:interleaved|l1:interleaved"
+                  r"|l1:(?:height|width|block)_sharded:[1-9]\d*x[1-9]\d*")
 CONFIG_PATTERN = rf"(?:{MEMCFG_PATTERN})(?:/[a-z_0-9]+=[A-Za-z0-9_]+)*"
 MEMCFG_RE = re.compile(MEMCFG_PATTERN)
 CONFIG_RE = re.compile(CONFIG_PATTERN)
@@ -117,7 +118,8 @@ class TensorPlacement(_Strict):
     buffer: Buffer
     layout: MemLayout
     grid: list[int] | None = Field(description="[rows, cols] of cores; null in DRAM")
-    shard_shape: list[int] | None = Field(description="[h, w] elements per core; null unless sharded")
+    shard_shape: list[int] | None = Field(
+        description="[h, w] elements per core; null unless sharded")
     bytes_per_core: int
 
 

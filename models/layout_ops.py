@@ -39,10 +39,14 @@ class NoAttrs(Attrs):
     pass
 
 
+FIDELITY_DOC = ("math fidelity; null picks it from the operand dtypes as TT model code does: "
+                "LoFi with bfp4, HiFi2 with bfp8, else HiFi4")
+
+
 class MatmulAttrs(Attrs):
     transpose_b: bool = Field(default=False, description="RHS given as [..., N, K]")
     activation: Activation | None = Field(default=None, description="fused activation")
-    math_fidelity: Fidelity = "HiFi4"
+    math_fidelity: Fidelity | None = Field(default=None, description=FIDELITY_DOC)
 
 
 class Conv2dAttrs(Attrs):
@@ -51,7 +55,7 @@ class Conv2dAttrs(Attrs):
     dilation: PositivePair = [1, 1]
     groups: Annotated[int, Field(gt=0)] = 1
     activation: Activation | None = None
-    math_fidelity: Fidelity = "HiFi4"
+    math_fidelity: Fidelity | None = Field(default=None, description=FIDELITY_DOC)
 
 
 class SoftmaxAttrs(Attrs):
@@ -236,7 +240,7 @@ def _concat(attrs: ConcatAttrs, inputs: Sequence[Shape]) -> Shape:
     first = inputs[0]
     dim = normalize_dim(attrs.dim, len(first))
     for i, s in enumerate(inputs[1:], 1):
-        if len(s) != len(first) or any(a != b for j, (a, b) in enumerate(zip(s, first))
+        if len(s) != len(first) or any(a != b for j, (a, b) in enumerate(zip(s, first, strict=True))
                                        if j != dim):
             raise ShapeError(f"input {i} has shape {s}; concat along dim {dim} needs every "
                              f"other dim equal to input 0 {first}")

@@ -72,7 +72,7 @@ class Graph:
         sa, sb = self.shapes[a], self.shapes[b]
         rank = max(len(sa), len(sb))
         pa, pb = [1] * (rank - len(sa)) + sa, [1] * (rank - len(sb)) + sb
-        return self.op(op_type, name, [a, b], [max(x, y) for x, y in zip(pa, pb)])
+        return self.op(op_type, name, [a, b], [max(x, y) for x, y in zip(pa, pb, strict=True)])
 
     def reshape(self, name: str, x: str, shape: list[int]) -> str:
         assert math.prod(shape) == math.prod(self.shapes[x])

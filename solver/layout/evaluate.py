@@ -277,7 +277,8 @@ def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) 
     last_home_use: dict[str, int] = defaultdict(lambda: -1)
     for name, k in c.step.items():
         placed = c.plan.ops.get(name)
-        for t, text in zip(c.problem.ops[name].inputs, placed.inputs if placed else []):
+        texts = placed.inputs if placed else []
+        for t, text in zip(c.problem.ops[name].inputs[:len(texts)], texts, strict=True):
             if MemConfig.parse(text) == c.home(t) and c.home_resident(t, k):
                 last_home_use[t] = max(last_home_use[t], k)
     for cp, src, dst in copies:

@@ -134,9 +134,8 @@ class Geometry:
 
 
 def one_d_grids(device_grid: tuple[int, int]) -> list[tuple[int, int]]:
-    """Rectangles for 1-D sharding over n cores: a partial first row, or whole rows."""
-    rows, cols = device_grid
-    return [(1, n) for n in range(1, cols + 1)] + [(r, cols) for r in range(2, rows + 1)]
+    """1-D sharding runs on the first n cores in row-major order; its grid is written [1, n]."""
+    return [(1, n) for n in range(1, device_grid[0] * device_grid[1] + 1)]
 
 
 @cache

@@ -185,6 +185,19 @@ def out_tiles_per_core(sig: OpSig, out: MemConfig, device: DeviceSpec) -> int:
     return -(-sig.out.tiles // device.cores) if st is None else st[0] * st[1]
 
 
+def widest_height_sharding(geom: Geometry, device: DeviceSpec) -> MemConfig:
+    """The height sharding over the most cores, which an interleaved conv uses internally."""
+    return next(m for m in sharded_configs(geom, device.grid_rc) if m.layout == "height_sharded")
+
+
+def fidelity(sig: OpSig) -> str:
+    """The op's math fidelity: as given, else from the lowest-precision operand."""
+    if sig.attrs.math_fidelity:
+        return sig.attrs.math_fidelity
+    dtypes = {o.dtype for o in sig.inputs}
+    return "LoFi" if "bfp4" in dtypes else "HiFi2" if "bfp8" in dtypes else "HiFi4"
+
+
 def sfpu_cycles(op_type: str) -> int:
     return SFPU_CYCLES.get(op_type, TRANSCENDENTAL_CYCLES)
 
@@ -289,7 +302,7 @@ class Matmul(Family):
     def compute_us(self, sig, out, knobs, device) -> float:
         pm, pn = self.per_core(sig, out, device)
         kt = self.dims(sig)[2]
-        cycles = cost.matmul_cycles(device, pm * pn * kt, sig.attrs.math_fidelity)
+        cycles = cost.matmul_cycles(device, pm * pn * kt, fidelity(sig))
         cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.block_w(sig, out, knobs)
         if sig.attrs.activation:
             cycles += pm * pn * sfpu_cycles(sig.attrs.activation)
@@ -297,8 +310,9 @@ class Matmul(Family):
 
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
         pm, pn = self.per_core(sig, out, device)
-        kind = {"height_sharded": "1d_mcast_in1", "width_sharded": "1d_mcast_in0",
-                "block_sharded": "2d_mcast"}.get(out.layout if out.is_sharded else "", "interleaved")
+        kinds = {"height_sharded": "1d_mcast_in1", "width_sharded": "1d_mcast_in0",
+                 "block_sharded": "2d_mcast"}
+        kind = kinds.get(out.layout, "interleaved") if out.is_sharded else "interleaved"
         sub_w = next(d for d in range(min(pn, 8), 0, -1) if pn % d == 0)
         return {"program": kind, "per_core_M": pm, "per_core_N": pn,
                 "in0_block_w": self.block_w(sig, out, knobs), "out_subblock_h": 1,
@@ -348,11 +362,13 @@ class Conv2d(Family):
         return 2 * self.act_block_tiles(sig, out, knobs, device) * kt + kt * pn + 2
 
     def compute_us(self, sig, out, knobs, device) -> float:
-        cycles = cost.matmul_cycles(device, out_tiles_per_core(sig, out, device) * self.kt(sig),
-                                    sig.attrs.math_fidelity)
+        # TTNN shards an interleaved conv internally by height; it computes like that.
+        grid = out if out.is_sharded else widest_height_sharding(sig.out, device)
+        tiles = out_tiles_per_core(sig, grid, device)
+        cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig))
         cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.act_block_tiles(sig, out, knobs, device)
         if sig.attrs.activation:
-            cycles += out_tiles_per_core(sig, out, device) * sfpu_cycles(sig.attrs.activation)
+            cycles += tiles * sfpu_cycles(sig.attrs.activation)
         return cost.cycles_us(device, cycles)
 
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
@@ -423,9 +439,11 @@ class Concat(Family):
         if out.layout == "block_sharded":
             return "concat.block_sharded: block-sharded concat is unsupported"
         if dim == rank - 1 and out.layout != "height_sharded":
-            return "concat.width_concat_needs_height_sharded: concat on the last dim needs height-sharded inputs"
+            return ("concat.width_concat_needs_height_sharded: concat on the last dim needs "
+                    "height-sharded inputs")
         if rank >= 2 and dim == rank - 2 and out.layout != "width_sharded":
-            return "concat.height_concat_needs_width_sharded: concat on dim -2 needs width-sharded inputs"
+            return ("concat.height_concat_needs_width_sharded: concat on dim -2 needs "
+                    "width-sharded inputs")
         if dim < rank - 2:
             return "concat.interleaved_only: concat on a leading dim runs interleaved"
         if not all(o.geom.fits_grid(out) for o in sig.inputs):
@@ -487,7 +505,8 @@ def input_rule(sig: OpSig, out: MemConfig, i: int, m: MemConfig) -> str | None:
     if operand.constant and m != DRAM:
         return "operand.constant_dram: constants (weights) are read from DRAM"
     if not operand.geom.fits_grid(m):
-        return f"memcfg.grid: operand {i} cannot be sharded on {m.key} (a core would hold no tile)"
+        return (f"memcfg.grid: operand {i} cannot be sharded on {m.key} "
+                "(a core would hold no tile)")
     if not m.is_sharded:
         if sig.type == "opaque" and m.is_l1:
             return "opaque.dram_only: an opaque op reads and writes DRAM only"
@@ -498,12 +517,14 @@ def input_rule(sig: OpSig, out: MemConfig, i: int, m: MemConfig) -> str | None:
 def output_rule(sig: OpSig, out: MemConfig, knobs: dict[str, int]) -> str | None:
     """Why ``out`` with ``knobs`` is not a legal configuration of op ``sig``."""
     if not sig.out.fits_grid(out):
-        return f"memcfg.grid: the output cannot be sharded on {out.key} (a core would hold no tile)"
+        return (f"memcfg.grid: the output cannot be sharded on {out.key} "
+                "(a core would hold no tile)")
     family = FAMILIES[sig.type]
     reason = family.output_rule(sig, out)
     if reason is None and knobs not in family.knob_options(sig, out):
         allowed = [config_id(out, k) for k in family.knob_options(sig, out)]
-        reason = f"knobs.unknown: knobs {knobs} are not offered for {out.key}; choose one of {allowed}"
+        reason = (f"knobs.unknown: knobs {knobs} are not offered for {out.key}; "
+                  f"choose one of {allowed}")
     return reason
 
 

@@ -109,35 +109,40 @@ def with_output_spills(problem: LayoutProblem, a: Assignment) -> Assignment:
     return Assignment(a.schedule, a.configs, a.reads, spills)
 
 
-def l1_timeline(problem: LayoutProblem, a: Assignment,
-                copies: list[DerivedCopy]) -> list[int]:
-    """Bytes per core in L1 at every step: resident tensors, L1 copies and the op's scratch."""
-    n = len(a.schedule)
+def home_residency(problem: LayoutProblem, a: Assignment,
+                   copies: list[DerivedCopy]) -> dict[str, tuple[int, int]]:
+    """[first, last] step each L1 home copy is resident: producer to spill or last home read."""
     res = Residency(problem, a)
-    delta = [0] * (n + 1)
-
-    def occupy(start: int, end: int, nbytes: int) -> None:
-        delta[start] += nbytes
-        delta[end + 1] -= nbytes
-
-    last_home_read: dict[str, int] = {}
+    last_read: dict[str, int] = {}
     for op in a.schedule:
         for t, m in zip(problem.ops[op].inputs, a.reads[op], strict=True):
             if m == res.home(t) and res.home_available(t, res.step[op]):
-                last_home_read[t] = res.step[op]
+                last_read[t] = res.step[op]
     for c in copies:
-        if c.src == res.home(c.tensor) and not c.reload:
-            last_home_read[c.tensor] = max(last_home_read.get(c.tensor, -1), c.step)
-        if c.dst.is_l1:
-            occupy(c.step, max(res.step[op] for op in c.consumers),
-                   problem.bytes_per_core(c.tensor, c.dst))
+        if not c.reload and c.src == res.home(c.tensor):
+            last_read[c.tensor] = max(last_read.get(c.tensor, -1), c.step)
+    spans = {}
     for op in a.schedule:
         for t in problem.ops[op].outputs:
-            home = res.home(t)
-            if home.is_l1:
+            if res.home(t).is_l1:
                 start = res.step[op]
-                end = a.spills.get(t, last_home_read.get(t, start))
-                occupy(start, max(start, end), problem.bytes_per_core(t, home))
+                spans[t] = (start, max(start, a.spills.get(t, last_read.get(t, start))))
+    return spans
+
+
+def l1_timeline(problem: LayoutProblem, a: Assignment,
+                copies: list[DerivedCopy]) -> list[int]:
+    """Bytes per core in L1 at every step: resident tensors, L1 copies and the op's scratch."""
+    res = Residency(problem, a)
+    delta = [0] * (len(a.schedule) + 1)
+    for t, (start, end) in home_residency(problem, a, copies).items():
+        delta[start] += problem.bytes_per_core(t, res.home(t))
+        delta[end + 1] -= problem.bytes_per_core(t, res.home(t))
+    for c in copies:
+        if c.dst.is_l1:
+            end = max(res.step[op] for op in c.consumers)
+            delta[c.step] += problem.bytes_per_core(c.tensor, c.dst)
+            delta[end + 1] -= problem.bytes_per_core(c.tensor, c.dst)
     used, running = [], 0
     for k, op in enumerate(a.schedule):
         running += delta[k]
