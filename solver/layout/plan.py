@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from models.layout import (
     Copy,
+    LayoutGraph,
     LayoutPlan,
     OpPlacement,
     PlanStats,
@@ -191,3 +192,16 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
         l1_capacity_bytes_per_core=problem.usable_l1, total_latency_us=total,
         stats=PlanStats(wall_time_s=wall_time_s, objective=objective, best_bound=best_bound,
                         gap=gap))
+
+
+def plan_summary(graph: LayoutGraph, plan: LayoutPlan) -> dict[str, object]:
+    """The headline numbers of a plan: latency, activations in L1, copies, spills."""
+    activations = [t.name for t in graph.tensors if t.kind == "activation"]
+    in_l1 = [t for t in activations if plan.tensors[t].buffer == "l1"]
+    return {"graph": graph.name, "solver": plan.solver, "status": plan.status,
+            "device": plan.device.name, "total_latency_us": plan.total_latency_us,
+            "ops": len(plan.ops), "activations": len(activations),
+            "activations_in_l1": len(in_l1), "reshards": len(plan.reshards),
+            "reloads": len(plan.reloads), "spills": len(plan.spills),
+            "peak_l1_bytes_per_core": max((s.bytes_per_core for s in plan.l1_timeline), default=0),
+            "wall_time_s": plan.stats.wall_time_s}

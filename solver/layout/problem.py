@@ -9,6 +9,7 @@ repeats a layer 32 times pays for one layer.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from dataclasses import dataclass, field
 
 from models.device import DEFAULT_DEVICE, PRESETS, DeviceSpec
@@ -216,3 +217,15 @@ def _apply_measurements(problem: LayoutProblem) -> None:
             info.candidates.append(found)
     if issues:
         raise InputValidationError(issues, "layout graph")
+
+
+def summarize(graph: LayoutGraph) -> dict[str, object]:
+    """A short description of a valid graph for ``validate``."""
+    kinds = Counter(t.kind for t in graph.tensors)
+    return {"name": graph.name, "ops": len(graph.ops),
+            "ops_by_type": dict(sorted(Counter(op.type for op in graph.ops).items())),
+            "tensors": len(graph.tensors), "inputs": kinds["input"],
+            "constants": kinds["constant"], "activations": kinds["activation"],
+            "outputs": list(graph.outputs),
+            "device": graph.device if isinstance(graph.device, str | None) else graph.device.name,
+            "measured_costs": len(graph.measured.ops) + len(graph.measured.reshards)}
