@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 
 from app.cli.io import console, err_console, fail, load_json
 from models.errors import InputValidationError
-from models.layout import parse_graph, parse_plan
+from models.layout import LayoutGraph, LayoutPlan, parse_graph, parse_plan
 from solver.layout import SOLVERS, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
@@ -83,3 +84,12 @@ def evaluate_command(
             err_console.print(f"  {v.kind} at {v.where}: {v.msg}", markup=False)
     if not verdict.valid:
         raise typer.Exit(code=1)
+
+
+@app.command("schema")
+def schema_command(
+    plan: Annotated[bool, typer.Option("--plan", help="The plan's schema instead.")] = False,
+) -> None:
+    """Print the JSON Schema of the graph format (docs/layout-graph.schema.json)."""
+    model = LayoutPlan if plan else LayoutGraph
+    typer.echo(json.dumps(model.model_json_schema(by_alias=True), indent=1))

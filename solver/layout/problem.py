@@ -153,7 +153,20 @@ def analyze(graph: LayoutGraph, device: DeviceSpec,
         measured_ops,
         {(r.tensor, r.from_, r.to): r.latency_us for r in graph.measured.reshards})
     _apply_measurements(problem)
+    _require_dram_fallback(problem)
     return problem
+
+
+def _require_dram_fallback(problem: LayoutProblem) -> None:
+    """Every op needs a DRAM-interleaved configuration whose scratch fits: the fallback of
+    every solver. Without one the device is too small for the graph."""
+    issues = [Issue(("ops", info.index), f"op '{name}' ({info.type}) has no configuration "
+                    f"whose scratch fits the {problem.usable_l1} usable L1 bytes per core of "
+                    f"{problem.device.name}", "device.too_small")
+              for name, info in problem.ops.items()
+              if not any(c.output == DRAM for c in info.candidates)]
+    if issues:
+        raise InputValidationError(issues, "layout graph")
 
 
 def _signature(decl: OpDecl, tensors: dict[str, TensorInfo]) -> OpSig:
