@@ -14,7 +14,7 @@ from solver.layout import solve
 from solver.layout.evaluate import evaluate
 from solver.layout.problem import analyze
 from tests.conftest import ROOT
-from tests.layout_fixtures import tiny
+from tests.layout_fixtures import load, tiny
 
 GRAPH = parse_graph(tiny())
 PROBLEM = analyze(GRAPH, PRESETS["wormhole_n150"])
@@ -102,10 +102,15 @@ def test_each_planted_violation_is_found(kind, change):
 
 
 def test_l1_overflow_is_found_at_the_step_where_it_happens():
-    small = PRESETS["wormhole_n150"].model_copy(update={"l1_size_bytes": 110_000})
-    verdict = evaluate(analyze(GRAPH, small), PLAN)
-    over = [v for v in verdict.violations if v.kind == "capacity.exceeded"]
-    assert over and all(v.where.startswith("step ") for v in over)
+    graph = parse_graph(load(ROOT / "benchmarks" / "layout" / "inception-concat.json"))
+    roomy = solve(graph, "greedy", "wormhole_n150")
+    small = PRESETS["wormhole_n150"].model_copy(update={"l1_size_bytes": 400_000})
+    problem = analyze(graph, small)
+    verdict = evaluate(problem, roomy)
+    over = {v.where for v in verdict.violations if v.kind == "capacity.exceeded"}
+    expected = {f"step {s.step}" for s in roomy.l1_timeline
+                if s.bytes_per_core > problem.usable_l1}
+    assert over and over == expected
 
 
 def test_every_violation_is_reported_not_only_the_first():
