@@ -105,14 +105,19 @@ def _check_schedule(c: _Check) -> None:
                       f"operand '{t}' is produced by '{p}' at step {c.step[p]}")
 
 
+def _placed(c: _Check, kind: str, plan_items: dict, graph_items: dict):
+    """(name, graph info, plan entry) for every graph item the plan places; faults for the rest."""
+    for name in sorted(plan_items.keys() - graph_items.keys()):
+        c.add(f"{kind}.unknown", f"{kind}s.{name}", f"'{name}' is not a {kind} of the graph")
+    for name, info in graph_items.items():
+        if name not in plan_items:
+            c.add(f"{kind}.missing", f"{kind}s.{name}", f"{kind} '{name}' is not in the plan")
+        else:
+            yield name, info, plan_items[name]
+
+
 def _check_ops(c: _Check) -> None:
-    for name in c.plan.ops.keys() - c.problem.ops.keys():
-        c.add("op.unknown", f"ops.{name}", f"'{name}' is not an op of the graph")
-    for name, info in c.problem.ops.items():
-        placed = c.plan.ops.get(name)
-        if placed is None:
-            c.add("op.missing", f"ops.{name}", f"op '{name}' has no configuration")
-            continue
+    for name, info, placed in _placed(c, "op", c.plan.ops, c.problem.ops):
         cand = c.problem.candidate(name, placed.config)
         if isinstance(cand, str):
             c.add("op.config_illegal", f"ops.{name}", f"config '{placed.config}': {cand}")
@@ -140,13 +145,7 @@ def _check_ops(c: _Check) -> None:
 
 def _check_tensors(c: _Check) -> None:
     device = c.problem.device
-    for name in c.plan.tensors.keys() - c.problem.tensors.keys():
-        c.add("tensor.unknown", f"tensors.{name}", f"'{name}' is not a tensor of the graph")
-    for name, info in c.problem.tensors.items():
-        placed = c.plan.tensors.get(name)
-        if placed is None:
-            c.add("tensor.missing", f"tensors.{name}", f"tensor '{name}' has no placement")
-            continue
+    for name, info, placed in _placed(c, "tensor", c.plan.tensors, c.problem.tensors):
         home = c.home(name)
         if info.producer is None and (placed.buffer, placed.layout) != ("dram", "interleaved"):
             c.add("tensor.fixed_home", f"tensors.{name}", f"graph {info.kind} '{name}' lives "
@@ -240,9 +239,10 @@ def _check_copy_timing(c: _Check, where: str, cp: Copy, src: MemConfig) -> None:
     for op in cp.consumers:
         if op not in readers:
             c.add("copy.consumer", where, f"'{op}' does not read '{cp.tensor}'")
-    if producer in c.step and not c.step[producer] < cp.step <= first:
-        c.add("copy.step", where, f"copy at step {cp.step} must follow the producer (step "
-              f"{c.step[producer]}) and precede its first consumer (step {first})")
+    earliest = c.step[producer] + 1 if producer in c.step else 0
+    if not earliest <= cp.step <= first:
+        c.add("copy.step", where, f"copy at step {cp.step} must come after the producer "
+              f"(from step {earliest}) and by its first consumer (step {first})")
     ok = (src == c.home(cp.tensor) and c.home_resident(cp.tensor, cp.step)) or (
         src == DRAM and c.in_dram(cp.tensor, cp.step))
     if not ok:

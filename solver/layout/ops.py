@@ -239,7 +239,18 @@ class Eltwise(Family):
         return cost.cycles_us(device, out_tiles_per_core(sig, out, device) * sfpu_cycles(sig.type))
 
 
-class Matmul(Family):
+class ShardedLikeOutput(Family):
+    """Ops whose activation (operand 0) is sharded on the output's layout and grid, with its
+    own shard shape: matmul in0, conv2d and pooling input."""
+
+    def sharded_input(self, sig, out, i) -> MemConfig | None:
+        if i != 0 or out.grid is None:
+            return None
+        want = sharded(out.layout, *out.grid)
+        return want if sig.inputs[0].geom.fits_grid(want) else None
+
+
+class Matmul(ShardedLikeOutput):
     """matmul and linear (optional bias), with the program configs tt-mlir derives."""
 
     def output_rule(self, sig: OpSig, out: MemConfig) -> str | None:
@@ -249,12 +260,6 @@ class Matmul(Family):
             return ("matmul.batched_rhs_height_only: a matmul with a batched RHS shards its "
                     "output by height only")
         return None
-
-    def sharded_input(self, sig, out, i) -> MemConfig | None:
-        if i != 0 or out.grid is None:
-            return None
-        want = sharded(out.layout, *out.grid)
-        return want if sig.inputs[0].geom.fits_grid(want) else None
 
     def operand_rule(self, sig, out, i, m) -> str | None:
         if i == 1:
@@ -319,7 +324,7 @@ class Matmul(Family):
                 "out_subblock_w": sub_w}
 
 
-class Conv2d(Family):
+class Conv2d(ShardedLikeOutput):
     """conv2d as an implicit matmul [N*Ho*Wo, Cin/groups*kh*kw] x [.., Cout]."""
 
     ACT_BLOCK_H = (0, 64, 32)
@@ -328,12 +333,6 @@ class Conv2d(Family):
         if out == L1_INTERLEAVED:
             return "conv2d.output_l1_interleaved: a conv2d output is sharded or in DRAM"
         return None
-
-    def sharded_input(self, sig, out, i) -> MemConfig | None:
-        if i != 0 or out.grid is None:
-            return None
-        want = sharded(out.layout, *out.grid)
-        return want if sig.inputs[0].geom.fits_grid(want) else None
 
     def operand_rule(self, sig, out, i, m) -> str | None:
         if i > 0:
@@ -377,14 +376,8 @@ class Conv2d(Family):
                 "weights_k_tiles": self.kt(sig)}
 
 
-class Pool(Family):
+class Pool(ShardedLikeOutput):
     """max_pool2d / avg_pool2d: the input is sharded like the output when sharded."""
-
-    def sharded_input(self, sig, out, i) -> MemConfig | None:
-        if out.grid is None:
-            return None
-        want = sharded(out.layout, *out.grid)
-        return want if sig.inputs[0].geom.fits_grid(want) else None
 
     def window(self, sig: OpSig) -> int:
         return sig.attrs.kernel_size[0] * sig.attrs.kernel_size[1]
@@ -557,7 +550,8 @@ def candidates(sig: OpSig, device: DeviceSpec,
                max_configs: int = DEFAULT_MAX_CONFIGS) -> list[Candidate]:
     """Legal configurations, interleaved ones first, then sharded by grid size, capped.
 
-    A configuration whose scratch alone overflows the usable L1 is never legal.
+    A configuration whose scratch plus its own output overflows the usable L1 is left
+    out: it could never run, whatever else is resident.
     """
     family = FAMILIES[sig.type]
     found: list[Candidate] = []

@@ -1,0 +1,68 @@
+"""Run the layout baselines on every example graph and preset; print and save the table.
+
+    .venv/bin/python benchmarks/layout.py [--out benchmarks/results/layout-baselines.json]
+
+Each plan is checked by the evaluator (inside ``solve``); an invalid plan fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.layout import parse_graph  # noqa: E402
+from solver.layout import BASELINES, solve  # noqa: E402
+from solver.layout.plan import plan_summary  # noqa: E402
+
+PRESETS = ("wormhole_n150", "blackhole_p150")
+COLUMNS = ("graph", "device", "solver", "total_latency_us", "vs dram", "L1 activations",
+           "reshards", "reloads", "spills", "wall_s")
+
+
+def run(graph_dir: Path) -> list[dict]:
+    rows = []
+    for path in sorted(graph_dir.glob("*.json")):
+        graph = parse_graph(json.loads(path.read_text()))
+        for device in PRESETS:
+            dram_total = None
+            for solver in BASELINES:
+                plan = solve(graph, solver, device)
+                if plan.status == "invalid":
+                    raise SystemExit(f"{path.name} {device} {solver}: invalid plan "
+                                     f"{[v.kind for v in plan.violations]}")
+                s = plan_summary(graph, plan)
+                dram_total = dram_total or s["total_latency_us"]
+                rows.append({**s, "vs_dram": dram_total / s["total_latency_us"]})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        lines.append(
+            f"| {r['graph']} | {r['device']} | {r['solver']} | {r['total_latency_us']:,.1f} | "
+            f"{r['vs_dram']:.2f}x | {r['activations_in_l1']}/{r['activations']} | "
+            f"{r['reshards']} | {r['reloads']} | {r['spills']} | {r['wall_time_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks" / "layout")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "results" / "layout-baselines.json")
+    args = parser.parse_args()
+    rows = run(args.graphs)
+    print(markdown(rows))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
