@@ -9,7 +9,7 @@ import pytest
 
 from models.errors import InputValidationError
 from models.family import detect_family
-from models.layout import LayoutGraph, parse_graph
+from models.layout import LayoutGraph, LayoutPlan, parse_graph
 from tests.conftest import ROOT
 from tests.layout_fixtures import EXAMPLES, SMALL_EXAMPLE, load, op, tensor, tiny
 
@@ -27,10 +27,12 @@ def test_every_example_graph_validates_and_is_detected_as_layout(path):
     assert len(parse_graph(data).ops) == len(data["ops"])
 
 
-def test_the_published_json_schema_is_current():
-    on_disk = json.loads((ROOT / "docs" / "layout-graph.schema.json").read_text())
-    assert on_disk == LayoutGraph.model_json_schema(by_alias=True), (
-        "regenerate with: layoutsat layout schema > docs/layout-graph.schema.json")
+@pytest.mark.parametrize(("model", "name", "flag"), [(LayoutGraph, "graph", ""),
+                                                      (LayoutPlan, "plan", " --plan")])
+def test_the_published_json_schemas_are_current(model, name, flag):
+    on_disk = json.loads((ROOT / "docs" / f"layout-{name}.schema.json").read_text())
+    assert on_disk == model.model_json_schema(by_alias=True), (
+        f"regenerate with: layoutsat layout schema{flag} > docs/layout-{name}.schema.json")
 
 
 def mutate(change) -> dict:

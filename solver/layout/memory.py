@@ -89,6 +89,11 @@ class Geometry:
         return -(-self.cols // TILE)
 
     @property
+    def tile_shape(self) -> tuple[int, int]:
+        """[Ht, Wt]: tensors of equal tile shape shard identically whatever their dtype."""
+        return self.ht, self.wt
+
+    @property
     def tiles(self) -> int:
         return self.ht * self.wt
 

@@ -152,7 +152,7 @@ class Family:
 
     def sharded_input(self, sig: OpSig, out: MemConfig, i: int) -> MemConfig | None:
         """The sharded configuration operand ``i`` must have to match a sharded output."""
-        if out.grid is None or sig.inputs[i].geom != sig.out:
+        if out.grid is None or sig.inputs[i].geom.tile_shape != sig.out.tile_shape:
             return None
         return out
 
@@ -220,7 +220,7 @@ class Eltwise(Family):
         if out.grid is None:
             return ("eltwise.sharded_input_needs_sharded_output: with an interleaved output "
                     "every operand is read interleaved")
-        if sig.inputs[i].geom != sig.out:
+        if sig.inputs[i].geom.tile_shape != sig.out.tile_shape:
             return ("eltwise.broadcast_operand: a broadcast operand is read interleaved, "
                     "never sharded")
         if m.grid[0] * m.grid[1] > out.grid[0] * out.grid[1]:  # type: ignore[index]
@@ -463,7 +463,7 @@ class DataMovement(Family):
             return f"{sig.type}.output_interleaved: {sig.type} writes interleaved output"
         if out.layout == "width_sharded":
             return "reshape.width_sharded: reshape works on whole rows, never width-sharded"
-        if sig.inputs[0].geom != sig.out:
+        if sig.inputs[0].geom.tile_shape != sig.out.tile_shape:
             return "reshape.sharded_needs_same_2d: a sharded reshape must keep the 2-D shape"
         return None
 
