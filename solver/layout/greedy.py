@@ -168,7 +168,10 @@ def fit_l1(problem: LayoutProblem, a: Assignment) -> Assignment:
         over = next((k for k, b in enumerate(used) if b > problem.usable_l1), None)
         if over is None:
             return a
-        a = relieve(problem, a, full, copies, over)
+        relieved = relieve(problem, a, full, copies, over)
+        if (relieved.spills, relieved.reads, relieved.configs) == (a.spills, a.reads, a.configs):
+            return a  # nothing left to move at this step; the evaluator reports the overflow
+        a = relieved
     return a
 
 
