@@ -84,3 +84,23 @@ def raise_if_any(issues: Iterable[Issue], what: str) -> None:
     found = list(issues)
     if found:
         raise InputValidationError(found, what)
+
+
+class NoSolutionError(InputValidationError):
+    """A well-formed problem for which a solver finds no valid solution.
+
+    It shares the shape of every input fault (a 422 in the API, exit 1 in the CLI): the
+    request is understood, but it cannot be answered.
+    """
+
+    def __init__(self, issues: Sequence[Issue], solver: str) -> None:
+        self.solver = solver
+        super().__init__(issues, f"problem for solver '{solver}'")
+
+    def summary(self) -> str:
+        return f"no solution found by solver '{self.solver}'" + "".join(
+            f"\n  {issue}" for issue in self.issues)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"detail": f"no solution found by solver '{self.solver}'",
+                "errors": [issue.as_dict() for issue in self.issues]}

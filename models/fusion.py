@@ -244,3 +244,90 @@ def _cycle_issues(p: FusionProblem) -> Iterator[Issue]:
 
 ReductionCost = Literal["per_native_k", "per_op"]
 """How a MatMul's base cost scales with reduction depth (SEMANTICS.md S8.3)."""
+EpilogueStep = Literal["last", "first"]
+"""k-step in which Pointwise epilogues fire after a split-K root (S10.2; ``first`` is TK's)."""
+RetainedOutputWS = Literal["accumulate", "slice"]
+"""Working-set share of an output retained by its own subgraph (S12; ``slice`` is TK's)."""
+SolveStatus = Literal["optimal", "feasible"]
+"""``optimal`` only with a proof; heuristics answer ``feasible``."""
+
+
+class ErrorDetail(BaseModel):
+    """Where a solution breaks a rule: JSON path into the solution, rule name and message."""
+
+    path: str
+    loc: list[str | int]
+    rule: str
+    msg: str
+
+
+class ClaimedMismatch(BaseModel):
+    subgraph: int
+    claimed: float
+    computed: float
+
+
+class EvaluationStep(BaseModel):
+    """One step of a subgraph (a tile and one of its k-steps) in the literal simulation."""
+
+    tile: int = Field(description="tile index in raster numbering")
+    row: int
+    col: int
+    k_step: int
+    compute: float
+    loaded: int = Field(description="elements moved from slow memory in this step")
+    stored: int = Field(description="elements written to slow memory in this step")
+    latency: float = Field(description="max(compute, (loaded + stored) / bandwidth)")
+    working_set: int
+    ws_retained_in: int
+    ws_inputs: int
+    ws_outputs: int
+    ws_retained_out: int
+
+
+class SubgraphSteps(BaseModel):
+    subgraph: int
+    latency: float
+    steps: list[EvaluationStep]
+
+
+class EvaluationReport(BaseModel):
+    """What the evaluator says about a solution (SEMANTICS.md S13.2)."""
+
+    valid: bool
+    error: str | None = Field(description="the first rule broken, null when valid")
+    error_detail: ErrorDetail | None = None
+    total_latency: float | None = Field(description="null when invalid")
+    subgraph_latencies: list[float] = Field(
+        description="recomputed latency of each subgraph evaluated before the first error")
+    claimed_match: bool | None = Field(
+        description="whether every claimed latency is within 1e-6 (relative) of the recomputed "
+                    "one; null when the solution is invalid")
+    claimed_mismatches: list[ClaimedMismatch] = []
+    warnings: list[str] = []
+    reduction_cost: ReductionCost
+    retained_output_ws: RetainedOutputWS
+    pointwise_epilogue_step: EpilogueStep
+    details: list[SubgraphSteps] | None = None
+
+
+class LowerBoundsReport(BaseModel):
+    compute: float
+    io: float
+    total: float
+
+
+class FusionResult(BaseModel):
+    """A solver's answer: a contest solution and the evaluator's verdict on it."""
+
+    solver: str
+    status: SolveStatus
+    reduction_cost: ReductionCost
+    solution: FusionSolution
+    total_latency: float = Field(description="recomputed by the evaluator")
+    subgraph_latencies: list[float]
+    lower_bounds: LowerBoundsReport
+    wall_time_s: float
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None

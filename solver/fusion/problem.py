@@ -7,13 +7,14 @@ evaluator and the solvers compare exactly are kept as ``Fraction``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
 import networkx as nx
 
-from models.fusion import FusionProblem, ReductionCost
+from models.fusion import EpilogueStep, FusionProblem, ReductionCost, RetainedOutputWS
 
 
 def exact(x: int | float) -> Fraction:
@@ -21,9 +22,28 @@ def exact(x: int | float) -> Fraction:
     return Fraction(x) if isinstance(x, int) else Fraction(repr(x))
 
 
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
+class Rules:
+    """The readings of SEMANTICS.md an evaluation follows; the defaults are the reference's."""
+
+    reduction_cost: ReductionCost = "per_native_k"
+    epilogue_step: EpilogueStep = "last"
+    retained_output_ws: RetainedOutputWS = "accumulate"
+
+
+DEFAULT_RULES = Rules()
+
+
+@dataclass(frozen=True, eq=False)
 class FusionGraph:
-    """Producers, consumers and graph boundary of a validated problem."""
+    """Producers, consumers and graph boundary of a validated problem.
+
+    Compared and hashed by identity, so that caches may key on the graph they belong to.
+    """
 
     problem: FusionProblem
 
@@ -64,12 +84,209 @@ class FusionGraph:
                 g.add_edges_from((self.producer[t], c) for c in cs)
         return g
 
+    @cached_property
+    def topological_order(self) -> tuple[int, ...]:
+        """Ops in a deterministic topological order (smallest index first among ready ops)."""
+        return tuple(nx.lexicographical_topological_sort(self.dag))
+
+    @cached_property
+    def native(self) -> tuple[int, int, int]:
+        return native_sizes(self.problem)
+
+    @cached_property
+    def _shapes(self) -> dict[tuple[int, ...], SubgraphShape]:
+        return {}
+
     def size(self, t: int) -> int:
         return self.problem.widths[t] * self.problem.heights[t]
 
     def reduction_length(self, op: int) -> int:
         """K of a MatMul: the width of its LHS."""
         return self.problem.widths[self.problem.inputs[op][0]]
+
+    def is_matmul(self, op: int) -> bool:
+        return self.problem.op_types[op] == "MatMul"
+
+    def covered_depth(self, op: int, rules: Rules) -> int:
+        """S8.3: the reduction depth a MatMul's base cost covers: the native k
+        (``per_native_k``) or its own K (``per_op``)."""
+        if rules.reduction_cost == "per_native_k":
+            return self.native[2]
+        return self.reduction_length(op)
+
+    def shape(self, ops: Iterable[int]) -> SubgraphShape:
+        """The tensor classes and MatMul roles of the subgraph listing ``ops`` (cached)."""
+        key = tuple(ops)
+        found = self._shapes.get(key)
+        if found is None:
+            found = self._shapes[key] = _shape_of(self, key)
+        return found
+
+
+@dataclass(frozen=True)
+class SubgraphShape:
+    """Tensor classes, MatMul roles and tile grid extent of one subgraph.
+
+    SEMANTICS.md S3 (boundary inputs, ephemerals, outputs), S6.1 (heads and roots) and
+    S7.1 (the grid spans the largest subgraph output in each dimension). ``ops`` keeps the
+    listed order: the evaluator checks it and the simulation fires roots in that order.
+    """
+
+    ops: tuple[int, ...]
+    produced: frozenset[int]
+    consumed: frozenset[int]
+    inputs: tuple[int, ...]
+    ephemerals: frozenset[int]
+    outputs: tuple[int, ...]
+    producer: Mapping[int, int]
+    feeds: Mapping[int, frozenset[int]]  # MatMul -> MatMuls of S its output reaches (S6.1)
+    heads: frozenset[int]
+    roots: tuple[int, ...]
+    grid_width: int
+    grid_height: int
+
+    @property
+    def has_matmul(self) -> bool:
+        return bool(self.heads or self.roots)
+
+    def grid(self, w: int, h: int) -> tuple[int, int]:
+        """(rows, columns) of the tile grid at spatial granularity ``w x h``."""
+        return ceil_div(self.grid_height, h), ceil_div(self.grid_width, w)
+
+
+def _shape_of(g: FusionGraph, ops: tuple[int, ...]) -> SubgraphShape:
+    p = g.problem
+    members = set(ops)
+    producer = {t: q for q in ops for t in p.outputs[q]}
+    consumed = frozenset(t for q in ops for t in p.inputs[q])
+    produced = frozenset(producer)
+    outputs = tuple(t for q in ops for t in p.outputs[q] if t not in consumed)
+    matmuls = [q for q in ops if g.is_matmul(q)]
+    feeds = {q: _matmuls_fed(g, members, p.outputs[q][0]) for q in matmuls}
+    heads = frozenset(q for q in matmuls if feeds[q])
+    return SubgraphShape(
+        ops=ops,
+        produced=produced,
+        consumed=consumed,
+        inputs=tuple(sorted(consumed - produced)),
+        ephemerals=produced & consumed,
+        outputs=outputs,
+        producer=producer,
+        feeds=feeds,
+        heads=heads,
+        roots=tuple(q for q in matmuls if q not in heads),
+        grid_width=max(p.widths[t] for t in outputs),
+        grid_height=max(p.heights[t] for t in outputs),
+    )
+
+
+def _matmuls_fed(g: FusionGraph, members: set[int], tensor: int) -> frozenset[int]:
+    """MatMuls of the subgraph that ``tensor`` reaches through zero or more of its Pointwise
+    ops (as an operand)."""
+    found: set[int] = set()
+    todo, seen = [tensor], {tensor}
+    while todo:
+        t = todo.pop()
+        for c in g.consumers[t]:
+            if c not in members:
+                continue
+            if g.is_matmul(c):
+                found.add(c)
+                continue
+            for u in g.problem.outputs[c]:
+                if u not in seen:
+                    seen.add(u)
+                    todo.append(u)
+    return frozenset(found)
+
+
+def k_steps(g: FusionGraph, shape: SubgraphShape, k: int) -> dict[int, int]:
+    """k-steps of every root: ceil(K/k) (SEMANTICS.md S6.2)."""
+    return {q: ceil_div(g.reduction_length(q), k) for q in shape.roots}
+
+
+def k_depth_issue(g: FusionGraph, shape: SubgraphShape, k: int) -> str | None:
+    """S2.5: k may not exceed the reduction length of any MatMul of the subgraph."""
+    for q in shape.ops:
+        if g.is_matmul(q) and k > g.reduction_length(q):
+            return (f"k = {k} exceeds the reduction length K = {g.reduction_length(q)} of "
+                    f"MatMul op {q}; k <= K must hold for every MatMul of the subgraph")
+    return None
+
+
+def bounds_issue(g: FusionGraph, gran: tuple[int, int, int]) -> tuple[int, str] | None:
+    """S9: every axis a positive integer no larger than its native size; (axis, why) if not."""
+    for axis, (name, value, native) in enumerate(zip("whk", gran, g.native, strict=True)):
+        if value < 1:
+            return axis, f"granularity {name} = {value} must be a positive integer"
+        if value > native:
+            return axis, (f"granularity {name} = {value} exceeds the native {name} = {native}; "
+                          "super-native granularities are invalid")
+    return None
+
+
+def prologue_feeds(g: FusionGraph, shape: SubgraphShape) -> list[tuple[int, str, int, int]]:
+    """(root, "LHS"/"RHS", tensor, Pointwise producer) for every root operand produced by a
+    Pointwise op of the subgraph: the operands S6.4 constrains."""
+    out = []
+    for q in shape.roots:
+        for side, t in zip(("LHS", "RHS"), g.problem.inputs[q], strict=True):
+            p = shape.producer.get(t)
+            if p is not None and not g.is_matmul(p):
+                out.append((q, side, t, p))
+    return out
+
+
+def prologue_issue(g: FusionGraph, shape: SubgraphShape, gran: tuple[int, int, int]) -> str | None:
+    """S6.4: a split-K root fed by a Pointwise op of the subgraph needs w (LHS) or h (RHS) >= K."""
+    w, h, k = gran
+    for q, side, t, p in prologue_feeds(g, shape):
+        big_k = g.reduction_length(q)
+        steps = ceil_div(big_k, k)
+        axis, extent = ("w", w) if side == "LHS" else ("h", h)
+        if steps > 1 and extent < big_k:
+            return (f"MatMul op {q} splits K = {big_k} into {steps} k-steps and its "
+                    f"{side} tensor {t} is produced by Pointwise op {p} of the same "
+                    f"subgraph; that needs {axis} >= {big_k}, got {axis} = {extent}")
+    return None
+
+
+def axis_candidates(native: int, extent: int) -> list[int]:
+    """Powers of two below min(native, extent), then that cap itself, largest first.
+
+    Every value at or above the extent gives the same schedule, so one stands for all.
+    """
+    cap = min(native, extent)
+    out = [cap]
+    p = 1
+    while p < cap:
+        out.append(p)
+        p *= 2
+    return sorted(set(out), reverse=True)
+
+
+def legal_granularities(g: FusionGraph, shape: SubgraphShape) -> list[tuple[int, int, int]]:
+    """Candidate ``[w, h, k]`` for a subgraph: power-of-two axes that pass S2.5, S9 and S6.4.
+
+    Never above native (S9) nor above any MatMul's K (S2.5); k is 1 for Pointwise-only
+    subgraphs, where it is ignored; values past the grid or the reductions are
+    represented once. Larger tiles come first.
+    """
+    nw, nh, nk = g.native
+    widths = axis_candidates(nw, shape.grid_width)
+    heights = axis_candidates(nh, shape.grid_height)
+    if not shape.has_matmul:
+        return [(w, h, 1) for w in widths for h in heights]
+    depths_cap = min(g.reduction_length(q) for q in shape.ops if g.is_matmul(q))
+    longest = max(g.reduction_length(q) for q in shape.roots)
+    feeds = [(g.reduction_length(q), side) for q, side, _, _ in prologue_feeds(g, shape)]
+    out = []
+    for k in axis_candidates(min(nk, depths_cap), longest):
+        split = [(big_k, side) for big_k, side in feeds if k < big_k]
+        min_w = max((big_k for big_k, side in split if side == "LHS"), default=0)
+        min_h = max((big_k for big_k, side in split if side == "RHS"), default=0)
+        out += [(w, h, k) for w in widths if w >= min_w for h in heights if h >= min_h]
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,136 @@
+"""The ``greedy`` baseline: the seed team's Greedy Fusion Solver under the final rules.
+
+Start unfused; repeatedly merge the two subgraphs connected by a tensor whose merge saves
+the most latency, skipping merges that would close a dependency cycle, leave a new
+ephemeral tensor needed outside the merged subgraph (SEMANTICS.md S4.2: nobody would
+write it), or fit at no legal granularity; then keep merging at zero benefit (every such
+merge makes the connecting tensors ephemeral). Each subgraph takes its best legal
+granularity and traversal (``best_config``: larger tiles on ties, snake for multi-tile
+MatMul subgraphs unless raster is faster). Finally, walking the subgraphs in order, an
+output whose every consumer is in the next subgraph is retained when both subgraphs
+still fit and neither gets slower.
+"""
+
+from __future__ import annotations
+
+import time
+
+import networkx as nx
+
+from solver.fusion.schedule import Planned
+from solver.fusion.score import Config, ScoringContext, best_config
+from solver.fusion.unfused import unfused
+
+Group = frozenset[int]
+
+
+def greedy(ctx: ScoringContext, deadline: float = float("inf")) -> list[Planned]:
+    """A valid schedule no slower than ``unfused``; merging stops early at ``deadline``
+    (a ``time.monotonic()`` value), and the schedule found so far is returned."""
+    merger = _Merger(ctx, [frozenset(item.ops) for item in unfused(ctx, "greedy")])
+    for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
+        while time.monotonic() < deadline and merger.merge_best(allow_zero):
+            pass
+    return _retain(ctx, [Planned(merger.ops(group), merger.configs[group])
+                         for group in merger.ordered()])
+
+
+class _Merger:
+    """Groups of ops with their best configurations, and the quotient DAG between them."""
+
+    def __init__(self, ctx: ScoringContext, groups: list[Group]):
+        self.ctx = ctx
+        self.g = ctx.graph
+        self.position = {q: i for i, q in enumerate(self.g.topological_order)}
+        self.group_of = {q: group for group in groups for q in group}
+        self.configs: dict[Group, Config] = {}
+        for group in groups:
+            config = best_config(ctx, self.ops(group))
+            assert config is not None  # unfused() found one
+            self.configs[group] = config
+
+    def ops(self, group: Group) -> tuple[int, ...]:
+        return tuple(sorted(group, key=self.position.__getitem__))
+
+    def quotient(self) -> nx.DiGraph:
+        dag = nx.DiGraph()
+        dag.add_nodes_from(self.configs)
+        dag.add_edges_from((self.group_of[a], self.group_of[b]) for a, b in self.g.dag.edges
+                           if self.group_of[a] != self.group_of[b])
+        return dag
+
+    def ordered(self) -> list[Group]:
+        return list(nx.lexicographical_topological_sort(
+            self.quotient(), key=lambda group: min(self.position[q] for q in group)))
+
+    def merge_best(self, allow_zero: bool) -> bool:
+        """Apply the legal merge of highest positive (or, if allowed, zero) benefit; False
+        when there is none."""
+        dag = self.quotient()
+        candidates = []
+        for a, b in dag.edges:
+            merged = a | b
+            if not self._ephemerals_stay_inside(merged):
+                continue
+            config = best_config(self.ctx, self.ops(merged))
+            if config is None:
+                continue
+            benefit = self.configs[a].latency + self.configs[b].latency - config.latency
+            if benefit > 0 or (allow_zero and benefit == 0):
+                key = (min(self.position[q] for q in a), min(self.position[q] for q in b))
+                candidates.append((-benefit, key, a, b, config))
+        for _, _, a, b, config in sorted(candidates, key=lambda c: c[:2]):
+            if _closes_cycle(dag, a, b):
+                continue
+            merged = a | b
+            del self.configs[a], self.configs[b]
+            self.configs[merged] = config
+            for q in merged:
+                self.group_of[q] = merged
+            return True
+        return False
+
+    def _ephemerals_stay_inside(self, merged: Group) -> bool:
+        """Every tensor the merge makes ephemeral has all its consumers in the merge."""
+        shape = self.ctx.shape(self.ops(merged))
+        return all(c in merged for t in shape.ephemerals for c in self.g.consumers[t])
+
+
+def _closes_cycle(dag: nx.DiGraph, a: Group, b: Group) -> bool:
+    """Whether b is reachable from a through some third group (the merge would close a cycle)."""
+    todo = [s for s in dag.successors(a) if s != b]
+    seen = set(todo)
+    while todo:
+        node = todo.pop()
+        if node == b:
+            return True
+        for s in dag.successors(node):
+            if s not in seen:
+                seen.add(s)
+                todo.append(s)
+    return False
+
+
+def _retain(ctx: ScoringContext, schedule: list[Planned]) -> list[Planned]:
+    """Retain outputs into the next subgraph when both still fit and neither gets slower."""
+    g = ctx.graph
+    out = list(schedule)
+    for i in range(len(out) - 1):
+        producer, consumer = out[i], out[i + 1]
+        shape = ctx.shape(producer.ops)
+        members = set(consumer.ops)
+        resident = out[i - 1].retained if i else frozenset()
+        candidates = sorted((t for t in shape.outputs
+                             if g.consumers[t] and set(g.consumers[t]) <= members),
+                            key=lambda t: (-g.size(t), t))
+        for t in candidates:
+            kept = producer.retained | {t}
+            first = best_config(ctx, producer.ops, resident, kept)
+            second = best_config(ctx, consumer.ops, kept, consumer.retained)
+            if first is None or second is None:
+                continue
+            if first.latency + second.latency <= producer.config.latency + consumer.config.latency:
+                producer = Planned(producer.ops, first, kept)
+                consumer = Planned(consumer.ops, second, consumer.retained)
+        out[i], out[i + 1] = producer, consumer
+    return out

@@ -1,0 +1,200 @@
+"""Scoring one subgraph: the API every solver calls, and the search for its best config.
+
+``score_subgraph`` gives the exact latency, fit and peak working set of one subgraph at
+one granularity, traversal and retention, memoized per problem in a ``ScoringContext``.
+It uses the closed form (``closed_form.py``), which the tests prove equal to the literal
+simulation (``simulate.py``).
+``best_config`` searches the legal granularities and traversals for the fastest that fits.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, NamedTuple
+
+from solver.fusion.closed_form import Granularity, Traversal, closed_form, plan_of, templates_of
+from solver.fusion.context import ScoringContext
+from solver.fusion.problem import SubgraphShape, ceil_div
+from solver.fusion.simulate import raster_order, snake_order
+
+__all__ = ["Config", "Granularity", "Score", "ScoringContext", "Traversal", "best_config",
+           "score_subgraph", "tile_order"]
+
+
+class Score(NamedTuple):
+    """Latency and peak working set of a subgraph; ``fits`` when the peak fits in fast memory."""
+
+    latency: Fraction
+    fits: bool
+    ws_peak: int
+
+
+@dataclass(frozen=True)
+class Config:
+    """A granularity and traversal for a subgraph, with its score."""
+
+    gran: Granularity
+    traversal: Literal["raster", "snake"]
+    latency: Fraction
+    ws_peak: int
+
+
+def score_subgraph(
+    ctx: ScoringContext,
+    ops: Sequence[int],
+    gran: Granularity,
+    traversal: Traversal = "raster",
+    retained_in: Iterable[int] = (),
+    retained_out: Iterable[int] = (),
+) -> Score:
+    """Latency, fit and peak working set of a structurally valid subgraph (memoized).
+
+    ``ops`` in a topological order; ``gran`` legal (``legal_granularities``);
+    ``traversal`` "raster", "snake" or a tuple of tile indices; ``retained_in`` everything
+    the previous subgraph retained (all of it occupies fast memory); ``retained_out`` the
+    tensors of this subgraph kept for the next one. Nothing is validated here: the
+    evaluator does that.
+    """
+    ops = tuple(ops)
+    shape = ctx.shape(ops)
+    resident, kept = frozenset(retained_in), frozenset(retained_out)
+    held = sum(ctx.graph.size(t) for t in resident)
+    key = (ops, gran, traversal, resident & shape.consumed, held, kept)
+    return ctx.memo("score", key, lambda: _score(ctx, shape, gran, traversal, resident, kept))
+
+
+def _score(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity, traversal: Traversal,
+           resident: frozenset[int], kept: frozenset[int]) -> Score:
+    units, peak = closed_form(ctx, shape.ops, gran, traversal, resident, kept)
+    return Score(ctx.latency(units), peak <= ctx.capacity, peak)
+
+
+def tile_order(traversal: Traversal, ntr: int, ntc: int) -> list[int]:
+    """The tile indices a traversal visits, in order."""
+    if traversal == "raster":
+        return raster_order(ntr, ntc)
+    if traversal == "snake":
+        return snake_order(ntr, ntc)
+    return list(traversal)
+
+
+def best_config(
+    ctx: ScoringContext,
+    ops: Sequence[int],
+    retained_in: Iterable[int] = (),
+    retained_out: Iterable[int] = (),
+) -> Config | None:
+    """The lowest-latency legal granularity and traversal that fits, or None (memoized).
+
+    Candidates are ``legal_granularities``; ties go to larger tiles (w*h, then k, then w)
+    and, for multi-tile MatMul subgraphs, to snake order (the seed team's choice). A
+    candidate is scored only while its floor (least compute, least slow-memory traffic)
+    can still match the best found.
+    """
+    ops = tuple(ops)
+    shape = ctx.shape(ops)
+    resident, kept = frozenset(retained_in), frozenset(retained_out)
+    held = sum(ctx.graph.size(t) for t in resident)
+    key = (ops, resident & shape.consumed, held, kept)
+    return ctx.memo("best", key, lambda: _search(ctx, shape, resident, kept, held))
+
+
+def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
+            kept: frozenset[int], held: int) -> Config | None:
+    """Candidates in increasing order of their floor, max(compute, traffic): the compute
+    floor is cheap, so the traffic floor is computed only for candidates whose compute floor
+    does not already exceed the smallest floor waiting (a heap keeps the exact order)."""
+    templates = templates_of(ctx, shape.ops)
+    written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
+    by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))
+    waiting: list[tuple[int, tuple[int, int, int], Granularity]] = []
+    best: tuple | None = None
+    found: Config | None = None
+    while by_compute or waiting:
+        while by_compute and (not waiting or by_compute[-1][0] <= waiting[0][0]):
+            _, rank, gran = by_compute.pop()
+            w, h, _ = gran
+            firings = templates.firing_floors(ctx, gran)
+            compute = sum(max(_op_floor(ctx, shape, q, w, h), firings.get(q, 0))
+                          for q in shape.ops)
+            traffic = (templates.load_floor(ctx, gran, resident) + written) * ctx.per_element
+            heapq.heappush(waiting, (max(compute, traffic), rank, gran))
+        floor, rank, gran = heapq.heappop(waiting)
+        if best is not None and (floor, rank) > best[:2]:
+            break  # its latency is at least its floor: it cannot beat the best, nor can later ones
+        if held + templates.first_step_floor(ctx, gran, resident, kept) > ctx.capacity:
+            continue
+        plan = plan_of(ctx, shape.ops, gran)
+        multi = shape.has_matmul and plan.ntr > 1 and plan.ntc > 1
+        for t_rank, traversal in enumerate(("snake", "raster") if multi else ("raster",)):
+            s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
+            if not s.fits:
+                continue
+            candidate = (s.latency * ctx.unit, rank, t_rank)
+            if best is None or candidate < best:
+                best = candidate
+                found = Config(gran, traversal, s.latency, s.ws_peak)
+    return found
+
+
+def _candidates(ctx: ScoringContext, shape: SubgraphShape
+                ) -> list[tuple[int, tuple[int, int, int], Granularity]]:
+    """(tile-count compute floor, tie rank, granularity) of every legal granularity,
+    largest first (the search pops from the end)."""
+    groups: dict[tuple[int, int, bool], int] = {}  # ops with one output shape share a factor
+    for q in shape.ops:
+        key = _floor_shape(ctx, shape, q)
+        groups[key] = groups.get(key, 0) + _op_weight(ctx, q)
+    computes: dict[tuple[int, int], int] = {}
+    out = []
+    for gran in ctx.granularities(shape.ops):
+        w, h, _ = gran
+        if (w, h) not in computes:
+            computes[w, h] = sum(weight * _area(ctx, key, w, h) for key, weight in groups.items())
+        out.append((computes[w, h], _tie_rank(gran), gran))
+    return sorted(out, reverse=True)
+
+
+def _tie_rank(gran: Granularity) -> tuple[int, int, int]:
+    w, h, k = gran
+    return -w * h, -k, -w
+
+
+def _op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
+    """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
+    return _op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
+
+
+def _floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
+    """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
+    subgraph output fire once on every tile, paying whole native tiles; every other op
+    pays at least its area share."""
+    out = ctx.problem.outputs[q][0]
+    tiled = q in shape.roots or any(t in shape.outputs for t in ctx.problem.outputs[q])
+    return ctx.problem.heights[out], ctx.problem.widths[out], tiled
+
+
+def _op_weight(ctx: ScoringContext, q: int) -> int:
+    """Base cost times the reduction factor of a whole K (MatMuls), per unit of area."""
+    g = ctx.graph
+    depth = (ctx.reduction_units(q, g.reduction_length(q)) if g.is_matmul(q)
+             else ctx.reduction_den)
+    return ctx.base_units[q] * depth
+
+
+def _area(ctx: ScoringContext, key: tuple[int, int, bool], w: int, h: int) -> int:
+    """Area of an output in 1/(nh*nw) native tiles: padded to whole native tiles per tile
+    when the op fires on tiles, its exact share otherwise."""
+    rows, cols, tiled = key
+    if not tiled:
+        return rows * cols
+    return _padded(rows, h, ctx.nh) * ctx.nh * _padded(cols, w, ctx.nw) * ctx.nw
+
+
+def _padded(extent: int, tile: int, native: int) -> int:
+    """Native tiles paid along one axis when ``extent`` is cut into tiles of ``tile``."""
+    full, rest = divmod(extent, tile)
+    return full * ceil_div(tile, native) + (ceil_div(rest, native) if rest else 0)

@@ -1,0 +1,124 @@
+"""The uniform solver interface: a registry of ``solve(problem, ...) -> FusionResult``.
+
+Every solver (the baselines here, the CP-SAT solver, a batch comparison) answers through
+``finish``: the solution goes through the evaluator, whose latencies replace the claimed
+ones, and an answer the evaluator rejects is a bug, never returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from models.errors import InputValidationError, Issue
+from models.fusion import (
+    FusionProblem,
+    FusionResult,
+    FusionSolution,
+    LowerBoundsReport,
+    ReductionCost,
+    SolveStatus,
+)
+from solver.fusion.cpsat import as_planned, cpsat_search, total
+from solver.fusion.evaluate import evaluate
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import Rules, lower_bounds
+from solver.fusion.schedule import Planned, to_solution
+from solver.fusion.score import ScoringContext
+from solver.fusion.unfused import unfused
+
+DEFAULT_TIME_LIMIT_S = 10.0
+CPSAT_TIME_LIMIT_S = 30.0
+
+
+class Solver(Protocol):
+    def __call__(self, problem: FusionProblem, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                 reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
+                 workers: int = 1) -> FusionResult: ...
+
+
+class SolverBug(RuntimeError):
+    """A solver produced a solution the evaluator rejects."""
+
+
+def finish(problem: FusionProblem, solver: str, solution: FusionSolution, started: float,
+           status: SolveStatus, rules: Rules, *, context: ScoringContext | None = None,
+           objective: float | None = None, bound: float | None = None,
+           gap: float | None = None) -> FusionResult:
+    """Evaluate a solver's solution and package it with the evaluator's latencies."""
+    verdict = evaluate(problem, solution, rules, context=context)
+    if not verdict.valid:
+        raise SolverBug(f"solver '{solver}' produced an invalid solution: {verdict.error}")
+    latencies = [float(x) for x in verdict.subgraph_latencies]
+    bounds = lower_bounds(problem, rules.reduction_cost)
+    return FusionResult(
+        solver=solver,
+        status=status,
+        reduction_cost=rules.reduction_cost,
+        solution=solution.model_copy(update={"subgraph_latencies": latencies}),
+        total_latency=float(verdict.total),
+        subgraph_latencies=latencies,
+        lower_bounds=LowerBoundsReport(compute=float(bounds.compute), io=float(bounds.io),
+                                       total=float(bounds.total)),
+        wall_time_s=time.monotonic() - started,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+    )
+
+
+def _heuristic(name: str, build: Callable[[ScoringContext, float], list[Planned]]) -> Solver:
+    """A registry entry for a schedule builder that proves nothing (status ``feasible``).
+
+    ``seed`` and ``workers`` are accepted for uniformity: these builders are deterministic
+    and single-threaded.
+    """
+
+    def solve(problem: FusionProblem, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+              reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
+              workers: int = 1) -> FusionResult:
+        started = time.monotonic()
+        rules = Rules(reduction_cost=reduction_cost)
+        ctx = ScoringContext(problem, rules)
+        schedule = build(ctx, started + time_limit_s)
+        return finish(problem, name, to_solution(ctx, schedule), started, "feasible", rules,
+                      context=ctx)
+
+    solve.__name__ = f"solve_{name}"
+    solve.__doc__ = f"The '{name}' baseline."
+    return solve
+
+
+def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMIT_S,
+                reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
+                workers: int = 1) -> FusionResult:
+    """The global CP-SAT solver (``cpsat.py``): greedy as the first incumbent, so never worse;
+    ``optimal`` when proven for its formulation or when the lower bound is reached."""
+    started = time.monotonic()
+    rules = Rules(reduction_cost=reduction_cost)
+    ctx = ScoringContext(problem, rules)
+    found = cpsat_search(ctx, started + time_limit_s, seed=seed, workers=workers)
+    objective = total(found.schedule)
+    bound = lower_bounds(problem, reduction_cost).total
+    return finish(problem, "cpsat", to_solution(ctx, as_planned(found.schedule)), started,
+                  "optimal" if found.optimal else "feasible", rules, context=ctx,
+                  objective=float(objective), bound=float(bound),
+                  gap=float((objective - bound) / objective) if objective else 0.0)
+
+
+SOLVERS: dict[str, Solver] = {
+    "cpsat": solve_cpsat,
+    "unfused": _heuristic("unfused", lambda ctx, deadline: unfused(ctx)),
+    "greedy": _heuristic("greedy", greedy),
+}
+DEFAULT_SOLVER = "cpsat"
+
+
+def solve(problem: FusionProblem, solver: str = DEFAULT_SOLVER, **options) -> FusionResult:
+    """Run a registered solver by name (options as in ``Solver``)."""
+    if solver not in SOLVERS:
+        raise InputValidationError([Issue(
+            ("solver",), f"unknown solver '{solver}'; known: {', '.join(SOLVERS)}",
+            "solver.unknown")], "request")
+    return SOLVERS[solver](problem, **options)

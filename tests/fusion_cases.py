@@ -1,0 +1,164 @@
+"""Hypothesis strategies for random fusion problems and subgraph cases.
+
+Problems are small DAGs of MatMul and Pointwise ops whose tensors are a few native tiles
+at most, so the literal simulation stays cheap, but with ragged extents (clipping and
+masking), several outputs per Pointwise op, shared inputs, diamonds and MatMul chains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from models.fusion import parse_problem
+from solver.fusion.problem import FusionGraph, k_steps, prologue_issue
+
+NATIVES = [[32, 32], [64, 32], [32, 64], [16, 16], [32, 32, 16], [128, 128]]
+MAX_STEPS = 300
+
+
+@st.composite
+def problems(draw: st.DrawFn, max_ops: int = 6) -> dict[str, Any]:
+    """A valid random problem as contest JSON."""
+    native = draw(st.sampled_from(NATIVES))
+    dims = st.sampled_from(sorted({native[0] // 2, native[0], native[1], 3 * native[0] // 2,
+                                   2 * native[1], native[0] + 8, 24}))
+    widths: list[int] = []
+    heights: list[int] = []
+    inputs: list[list[int]] = []
+    outputs: list[list[int]] = []
+    types: list[str] = []
+
+    def new_tensor(w: int, h: int) -> int:
+        widths.append(w)
+        heights.append(h)
+        return len(widths) - 1
+
+    def pick(w: int | None, h: int | None) -> int:
+        """An existing tensor of that shape (any produced or input one), or a new input."""
+        fitting = [t for t in range(len(widths))
+                   if (w is None or widths[t] == w) and (h is None or heights[t] == h)]
+        if fitting and draw(st.integers(0, 3)) > 0:
+            return draw(st.sampled_from(fitting))
+        return new_tensor(w if w is not None else draw(dims), h if h is not None else draw(dims))
+
+    for _ in range(draw(st.integers(1, max_ops))):
+        if draw(st.booleans()):
+            lhs = pick(None, None)
+            rhs = pick(None, widths[lhs])
+            inputs.append([lhs, rhs])
+            outputs.append([new_tensor(widths[rhs], heights[lhs])])
+            types.append("MatMul")
+        else:
+            first = pick(None, None)
+            w, h = widths[first], heights[first]
+            ins = [first] + [pick(w, h) for _ in range(draw(st.integers(0, 2)))]
+            inputs.append(ins)
+            outputs.append([new_tensor(w, h) for _ in range(draw(st.sampled_from([1, 1, 1, 2])))])
+            types.append("Pointwise")
+    costs = st.one_of(st.integers(0, 3000), st.sampled_from([12.5, 0.1, 999.9]))
+    data = {
+        "widths": widths, "heights": heights, "inputs": inputs, "outputs": outputs,
+        "base_costs": [draw(costs) for _ in types], "op_types": types,
+        "fast_memory_capacity": draw(st.sampled_from([2000, 5000, 20000, 100000, 12345.5])),
+        "slow_memory_bandwidth": draw(st.sampled_from([1, 3, 10, 7.5])),
+        "native_granularity": native,
+    }
+    parse_problem(data)  # the generator must only make valid problems
+    return data
+
+
+@st.composite
+def connected_ops(draw: st.DrawFn, g: FusionGraph) -> tuple[int, ...]:
+    """A connected set of ops (through produced-and-consumed tensors), topologically listed."""
+    chosen = {draw(st.integers(0, g.problem.num_ops - 1))}
+    for _ in range(draw(st.integers(0, g.problem.num_ops - 1))):
+        frontier = sorted({n for q in chosen for n in g.dag.successors(q)}
+                          | {n for q in chosen for n in g.dag.predecessors(q)} - chosen)
+        if not frontier:
+            break
+        chosen.add(draw(st.sampled_from(frontier)))
+    return tuple(q for q in g.topological_order if q in chosen)
+
+
+@st.composite
+def subgraph_cases(draw: st.DrawFn) -> tuple:
+    """(graph, ops, granularity, traversal, retained_in, retained_out) for one subgraph,
+    with any granularity the rules allow (not only powers of two), small enough to simulate."""
+    g = FusionGraph(parse_problem(draw(problems())))
+    ops = draw(connected_ops(g))
+    shape = g.shape(ops)
+    nw, nh, nk = g.native
+    k_cap = min([nk] + [g.reduction_length(q) for q in ops if g.is_matmul(q)])
+    gran = (draw(st.integers(max(1, nw // 8), nw)), draw(st.integers(max(1, nh // 8), nh)),
+            draw(st.integers(max(1, k_cap // 8), k_cap)))
+    assume(prologue_issue(g, shape, gran) is None)
+    ntr, ntc = shape.grid(gran[0], gran[1])
+    nks = max(k_steps(g, shape, gran[2]).values(), default=1)
+    assume(ntr * ntc * nks <= MAX_STEPS)
+    kind = draw(st.sampled_from(["raster", "snake", "custom"]))
+    traversal = tuple(draw(st.permutations(range(ntr * ntc)))) if kind == "custom" else kind
+    tensors = range(g.problem.num_tensors)
+    retained_in = frozenset(draw(st.sets(st.sampled_from(tensors), max_size=3)))
+    retained_out = frozenset(draw(st.sets(st.sampled_from(sorted(shape.produced)), max_size=2)))
+    return g, ops, gran, traversal, retained_in, retained_out
+
+
+@st.composite
+def shared_operand_cases(draw: st.DrawFn) -> tuple:
+    """Subgraphs where one tensor is reached through a tile range and a k-step range on the
+    same axis (the rare case where two templates may name one concrete slice).
+
+    ``Q = X @ W`` and ``R = Z @ W`` feed ``O = Q @ R`` (W shared by both heads), optionally
+    with Pointwise ops on W and on the output; granularities favour aligned w, h and k.
+    """
+    native = draw(st.sampled_from([[32, 32], [16, 16], [32, 16], [16, 32, 8]]))
+    d = st.sampled_from([8, 16, 24, 32, 48, 64])
+    rows, depth, width = draw(d), draw(d), draw(d)
+    # tensors: 0 X (rows x depth), 1 W (depth x width), 2 Z (width x depth)
+    widths = [depth, width, depth]
+    heights = [rows, depth, width]
+    inputs: list[list[int]] = []
+    outputs: list[list[int]] = []
+    types: list[str] = []
+
+    def op(kind: str, ins: list[int], w: int, h: int) -> int:
+        widths.append(w)
+        heights.append(h)
+        inputs.append(ins)
+        outputs.append([len(widths) - 1])
+        types.append(kind)
+        return len(widths) - 1
+
+    weight = 1
+    if draw(st.booleans()):
+        weight = op("Pointwise", [1], width, depth)
+    q = op("MatMul", [0, weight], width, rows)
+    r = op("MatMul", [2, weight], width, width)
+    o = op("MatMul", [q, r], width, rows)
+    if draw(st.booleans()):
+        op("Pointwise", [o], width, rows)
+    if draw(st.booleans()):
+        op("Pointwise", [1], width, depth)  # a tile-path use of W itself
+    data = {
+        "widths": widths, "heights": heights, "inputs": inputs, "outputs": outputs,
+        "base_costs": [draw(st.integers(1, 2000)) for _ in types], "op_types": types,
+        "fast_memory_capacity": 10**6, "slow_memory_bandwidth": draw(st.sampled_from([1, 7])),
+        "native_granularity": native,
+    }
+    g = FusionGraph(parse_problem(data))
+    ops = g.topological_order
+    shape = g.shape(ops)
+    nw, nh, nk = g.native
+    k_cap = min([nk] + [g.reduction_length(q) for q in ops if g.is_matmul(q)])
+    sizes = st.sampled_from([4, 8, 12, 16, 24, 32])
+    gran = (min(draw(sizes), nw), min(draw(sizes), nh), min(draw(sizes), k_cap))
+    assume(prologue_issue(g, shape, gran) is None)
+    ntr, ntc = shape.grid(gran[0], gran[1])
+    assume(ntr * ntc * max(k_steps(g, shape, gran[2]).values()) <= MAX_STEPS)
+    kind = draw(st.sampled_from(["raster", "snake", "custom"]))
+    traversal = tuple(draw(st.permutations(range(ntr * ntc)))) if kind == "custom" else kind
+    retained_out = frozenset(draw(st.sets(st.sampled_from(sorted(shape.produced)), max_size=1)))
+    return g, ops, gran, traversal, frozenset(), retained_out
