@@ -47,7 +47,7 @@ def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
     rows = []
     for mode in MODES:
         for name, problem in problems.items():
-            row: dict = {"benchmark": name, "mode": mode}
+            row: dict = {"benchmark": name, "mode": mode, "ops": problem.num_ops}
             for solver in SOLVERS:
                 options = {"time_limit_s": time_limit, "workers": workers} \
                     if solver == "cpsat" else {}
@@ -102,14 +102,15 @@ def geomean(values: list[float]) -> float:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| benchmark | mode | unfused | greedy | cpsat | status | lower bound | "
-           "greedy/cpsat | greedy/bound | cpsat s |",
-           "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    out = ["| benchmark | mode | ops | lower bound | unfused | greedy | cpsat | cpsat status | "
+           "unfused/greedy | greedy/bound | greedy/cpsat | greedy s | cpsat s |",
+           "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['benchmark']} | {r['mode']} | {r['unfused']:,.1f} | {r['greedy']:,.1f} "
-                   f"| {r['cpsat']:,.1f} | {r['status']} | {r['bound']:,.1f} | "
-                   f"{r['greedy/cpsat']:.4f} | {r['greedy'] / r['bound']:.3f} | "
-                   f"{r['cpsat_s']:.1f} |")
+        out.append(f"| {r['benchmark']} | {r['mode']} | {r['ops']} | {r['bound']:,.1f} | "
+                   f"{r['unfused']:,.1f} | {r['greedy']:,.1f} | {r['cpsat']:,.1f} | "
+                   f"{r['status']} | {r['unfused'] / r['greedy']:.3f} | "
+                   f"{r['greedy'] / r['bound']:.3f} | {r['greedy/cpsat']:.4f} | "
+                   f"{r['greedy_s']:.1f} | {r['cpsat_s']:.1f} |")
     for mode in MODES:
         far = [r for r in rows if r["mode"] == mode and r["greedy"] > NEAR_BOUND * r["bound"]]
         near = [r for r in rows if r["mode"] == mode and r not in far]

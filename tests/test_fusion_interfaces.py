@@ -27,7 +27,7 @@ def client() -> TestClient:
 
 def test_cli_solve_defaults_to_cpsat_and_writes_a_solution_the_evaluator_accepts(tmp_path):
     out = tmp_path / "solution.json"
-    r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--time-limit", "10", "-o", str(out)])
+    r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--time-limit", "10", str(out)])
     assert r.exit_code == 0, r.output
     assert "cpsat (per_native_k)" in r.output
     verdict = evaluate(parse_problem(load(BENCH_3)), parse_solution(json.loads(out.read_text())),
@@ -39,7 +39,7 @@ def test_cli_solve_defaults_to_cpsat_and_writes_a_solution_the_evaluator_accepts
 def test_cli_evaluate_agrees_with_the_solution_it_was_given(tmp_path, mode):
     out = tmp_path / "solution.json"
     solved = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--solver", "greedy",
-                                 "--reduction-cost", mode, "-o", str(out), "--json"])
+                                 "--reduction-cost", mode, str(out), "--json"])
     total = json.loads(solved.stdout)["total_latency"]
     r = runner.invoke(cli, ["fusion", "evaluate", str(BENCH_3), str(out),
                             "--reduction-cost", mode, "--json"])
@@ -68,8 +68,8 @@ def test_cli_solve_rejects_a_malformed_problem_with_its_faults():
 @pytest.mark.parametrize("solver", ["cpsat", "greedy", "unfused"])
 def test_api_solve_answers_with_the_evaluators_latencies(client, solver):
     problem = load(BENCH_3)
-    r = client.post("/v1/fusion/solve", json={"problem": problem, "solver": solver,
-                                              "time_limit_s": 10, "reduction_cost": "per_op"})
+    r = client.post("/v1/fusion/solve", json=problem,
+                    params={"solver": solver, "time_limit_s": 10, "reduction_cost": "per_op"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["solver"] == solver and body["status"] in {"optimal", "feasible"}
@@ -80,19 +80,21 @@ def test_api_solve_answers_with_the_evaluators_latencies(client, solver):
 
 
 def test_api_solve_reports_the_bound_and_gap_of_cpsat(client):
-    body = client.post("/v1/fusion/solve", json={"problem": load(BENCH_3)}).json()
+    body = client.post("/v1/fusion/solve", json=load(BENCH_3)).json()
     assert body["solver"] == "cpsat"
     assert body["bound"] == body["lower_bounds"]["total"]
     assert body["gap"] == pytest.approx((body["objective"] - body["bound"]) / body["objective"])
 
 
 def test_api_solve_rejects_an_unknown_solver_and_a_bad_problem(client):
-    r = client.post("/v1/fusion/solve", json={"problem": DIAMOND, "solver": "magic"})
+    r = client.post("/v1/fusion/solve", json=DIAMOND, params={"solver": "magic"})
     assert r.status_code == 422
     assert r.json()["errors"][0]["rule"] == "solver.unknown"
-    r = client.post("/v1/fusion/solve", json={"problem": load(BAD_FILES[0])})
+    r = client.post("/v1/fusion/solve", json=load(BAD_FILES[0]))
     assert r.status_code == 422
-    assert all(e["path"].startswith("$.problem") for e in r.json()["errors"])
+    assert r.json()["errors"][0]["rule"] == "pointwise.shape"
+    r = client.post("/v1/fusion/solve", json=DIAMOND, params={"time_limit_s": 0})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"][-1] == "time_limit_s"
 
 
 def test_api_evaluate_reports_an_invalid_solution_as_an_answer(client):
@@ -104,9 +106,10 @@ def test_api_evaluate_reports_an_invalid_solution_as_an_answer(client):
 
 
 def test_api_evaluate_returns_steps_on_request(client):
-    solved = client.post("/v1/fusion/solve", json={"problem": DIAMOND, "solver": "greedy"}).json()
+    solved = client.post("/v1/fusion/solve", json=DIAMOND, params={"solver": "greedy"}).json()
     r = client.post("/v1/fusion/evaluate", json={"problem": DIAMOND,
-                                                 "solution": solved["solution"], "steps": True})
+                                                 "solution": solved["solution"]},
+                    params={"steps": True})
     assert r.status_code == 200
     details = r.json()["details"]
     assert len(details) == len(solved["solution"]["subgraphs"])

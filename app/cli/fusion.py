@@ -34,8 +34,8 @@ def _solver(value: str) -> str:
 @app.command("solve")
 def solve_command(
     problem_file: Annotated[Path, typer.Argument(help="Problem JSON (contest format).")],
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Write the contest solution JSON here.")] = None,
+    output: Annotated[Path | None, typer.Argument(
+        help="Write the contest solution JSON here (as the contest's ./mlsys in out).")] = None,
     solver: Annotated[str, typer.Option(help=f"One of {', '.join(SOLVERS)}.",
                                         callback=_solver)] = DEFAULT_SOLVER,
     time_limit: Annotated[float | None, typer.Option(

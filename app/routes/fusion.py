@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
 
 from models.errors import InputValidationError, Issue, raise_if_any
 from models.fusion import (
@@ -33,28 +33,11 @@ class ProblemSummary(BaseModel):
     summary: dict[str, Any]
 
 
-class SolveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    problem: FusionProblem
-    solver: str = Field(default=DEFAULT_SOLVER, description=f"one of {list(SOLVERS)}")
-    time_limit_s: Annotated[float | None, Field(
-        gt=0, le=MAX_TIME_LIMIT_S,
-        description="seconds for the whole solve; default 30 for cpsat, 10 otherwise")] = None
-    reduction_cost: ReductionCost = "per_native_k"
-    seed: int = 0
-    workers: Annotated[int, Field(ge=1, le=64)] = 1
-
-
 class EvaluateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     problem: FusionProblem
     solution: FusionSolution
-    reduction_cost: ReductionCost = "per_native_k"
-    steps: bool = Field(default=False, description="include every step of every subgraph")
-    strict: bool = Field(default=False,
-                         description="a claimed latency off by more than 1e-6 is an error")
 
 
 def checked(problem: FusionProblem, field: str | None = None) -> FusionProblem:
@@ -76,26 +59,40 @@ def validate(problem: FusionProblem) -> ProblemSummary:
 
 @router.post("/solve", response_model=FusionResult, responses=ERROR_RESPONSES,
              summary="Schedule a problem")
-def solve_route(body: SolveRequest) -> FusionResult:
-    """Run a solver (default cpsat); the solution is checked by the evaluator, and the
-    latencies reported are the evaluator's."""
-    if body.solver not in SOLVERS:
-        raise InputValidationError([Issue(("solver",), f"unknown solver '{body.solver}'; "
+def solve_route(
+    problem: FusionProblem,
+    solver: Annotated[str, Query(description=f"one of {list(SOLVERS)}")] = DEFAULT_SOLVER,
+    time_limit_s: Annotated[float | None, Query(
+        gt=0, le=MAX_TIME_LIMIT_S,
+        description="seconds for the whole solve; default 30 for cpsat, 10 otherwise")] = None,
+    reduction_cost: Annotated[ReductionCost, Query()] = "per_native_k",
+    seed: Annotated[int, Query()] = 0,
+    workers: Annotated[int, Query(ge=1, le=64, description="CP-SAT search workers")] = 1,
+) -> FusionResult:
+    """Run a solver (default cpsat) on the problem in the body; the solution is checked by
+    the evaluator, and the latencies reported are the evaluator's."""
+    if solver not in SOLVERS:
+        raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; "
                                           f"known: {', '.join(SOLVERS)}", "solver.unknown")],
                                    "request")
-    options: dict[str, Any] = {"reduction_cost": body.reduction_cost, "seed": body.seed,
-                               "workers": body.workers}
-    if body.time_limit_s is not None:
-        options["time_limit_s"] = body.time_limit_s
-    return solve(checked(body.problem, "problem"), body.solver, **options)
+    options: dict[str, Any] = {"reduction_cost": reduction_cost, "seed": seed,
+                               "workers": workers}
+    if time_limit_s is not None:
+        options["time_limit_s"] = time_limit_s
+    return solve(checked(problem), solver, **options)
 
 
 @router.post("/evaluate", response_model=EvaluationReport, responses=ERROR_RESPONSES,
              response_model_exclude_none=True, summary="Check a solution independently")
-def evaluate_route(body: EvaluateRequest) -> EvaluationReport:
+def evaluate_route(
+    body: EvaluateRequest,
+    reduction_cost: Annotated[ReductionCost, Query()] = "per_native_k",
+    steps: Annotated[bool, Query(description="include every step of every subgraph")] = False,
+    strict: Annotated[bool, Query(
+        description="a claimed latency off by more than 1e-6 is an error")] = False,
+) -> EvaluationReport:
     """The recomputed latencies of a valid solution, or the first rule it breaks (200 with
     ``valid: false``: an invalid solution is an answer, not a bad request)."""
     problem = checked(body.problem, "problem")
-    rules = Rules(reduction_cost=body.reduction_cost)
-    return evaluate(problem, body.solution, rules, strict=body.strict,
-                    details=body.steps).report()
+    return evaluate(problem, body.solution, Rules(reduction_cost=reduction_cost),
+                    strict=strict, details=steps).report()
