@@ -170,24 +170,31 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
                   workers: int) -> tuple[list[Variant] | None, bool]:
     """The best schedule of the window's variants, and whether it is proven optimal over
     all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
-    set is scored with nothing retained before any retention variant is."""
+    set is scored with nothing retained before any retention variant is, and retention
+    variants only of op sets that fit without retention."""
     scoring_ends = time.monotonic() + 0.6 * max(0.0, deadline - time.monotonic())
     variants = list(incumbent)
     seen = {(v.ops, v.retained_in, v.retained_out) for v in variants}
-    options = [[(ops, r_in, r_out) for r_in, r_out in
-                retention_options(ctx, ops, [window.resident], [window.handoff])]
-               for ops in sets]
-    plain_first = [o[0] for o in options] + [k for o in options for k in o[1:]]
+    options = {ops: [(ops, r_in, r_out) for r_in, r_out in
+                     retention_options(ctx, ops, [window.resident], [window.handoff])]
+               for ops in sets}
+    plain_first = [o[0] for o in options.values() if o] + [k for o in options.values()
+                                                          for k in o[1:]]
+    fits = {v.ops for v in variants if not v.retained_in and not v.retained_out}
     scored_all = True
     for key in plain_first:
         if time.monotonic() > scoring_ends:
             scored_all = False
             break
-        if key not in seen:
-            seen.add(key)
-            found = make_variant(ctx, *key)
-            if found is not None:
-                variants.append(found)
+        retains = bool(key[1] or key[2])
+        if key in seen or (retains and key[0] not in fits):
+            continue  # retention only adds to the working set: no fit without, none with
+        seen.add(key)
+        found = make_variant(ctx, *key)
+        if found is not None:
+            variants.append(found)
+            if not retains:
+                fits.add(key[0])
     variants += _repeats(ctx, variants)
     model, mv = build_model(window, variants, objective_scale(variants, ctx.unit))
     add_hint(model, window, variants, mv, list(range(len(incumbent))))

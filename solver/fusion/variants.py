@@ -68,7 +68,18 @@ def retention_options(ctx: ScoringContext, ops: tuple[int, ...],
     ins += [s for s in extra_in if s and s <= consumed and s not in ins]
     outs = _singles_and_all(retainable_outputs(ctx, ops))
     outs += [s for s in extra_out if s and s <= produced and s not in outs]
-    return [(r_in, r_out) for r_in in ins for r_out in outs]
+    return [(r_in, r_out) for r_in in ins for r_out in outs if _may_fit(ctx, r_in, r_out)]
+
+
+def _may_fit(ctx: ScoringContext, retained_in: frozenset[int],
+             retained_out: frozenset[int]) -> bool:
+    """False when the retained tensors alone overflow fast memory: resident ones count at
+    full size in every step (S5.5) and, under the ``accumulate`` reading, a retained output
+    is whole by the last step (S12)."""
+    held = sum(ctx.graph.size(t) for t in retained_in)
+    if ctx.rules.retained_output_ws == "accumulate":
+        held += sum(ctx.graph.size(t) for t in retained_out)
+    return held <= ctx.capacity
 
 
 def _singles_and_all(tensors: list[int]) -> list[frozenset[int]]:
