@@ -25,7 +25,7 @@ def solve_command(
     graph_file: Annotated[Path, typer.Argument(help="Layout graph JSON.")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the plan here.")]
     = None,
-    solver: Annotated[str, typer.Option(help=f"One of {', '.join(SOLVERS)}.")] = "greedy",
+    solver: Annotated[str, typer.Option(help=f"One of {', '.join(SOLVERS)}.")] = "cpsat",
     device: Annotated[str | None, typer.Option(help="Device preset (overrides the graph's).")]
     = None,
     time_limit: Annotated[float, typer.Option(help="Seconds.", min=0.1, max=3600)] = 10.0,

@@ -27,7 +27,7 @@ class SolveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     graph: dict[str, Any] = Field(description="a layoutsat-graph document")
-    solver: str = Field(default="greedy", description=f"one of {sorted(SOLVERS)}")
+    solver: str = Field(default="cpsat", description=f"one of {sorted(SOLVERS)}")
     device: str | DeviceSpec | None = Field(
         default=None, description="preset name or spec; overrides the graph's device")
     time_limit_s: Annotated[float, Field(gt=0, le=MAX_TIME_LIMIT_S)] = 10.0

@@ -1,0 +1,291 @@
+"""The ``cpsat`` layout solver: one CP-SAT model over the whole graph on a fixed schedule.
+
+Decisions (an ``Assignment`` without solver-chosen spills; ``build_plan`` then derives
+copies and the graph outputs' final spills by its fixed rules, and every cost term below
+is the one ``build_plan`` charges for those decisions):
+
+* ``x[op, c]``: exactly one candidate configuration per op; a tensor's home is its
+  producer's output configuration (graph inputs and constants live in DRAM);
+* ``r[op, i, m]``: the configuration operand ``i`` is read from, one of those the chosen
+  candidate accepts;
+* a read from anything but the home is served by a copy, one per (tensor, target), paid
+  once (``copy_us(t, home, target)``) and resident in L1 (for L1 targets) from its first
+  to its last reader;
+* an L1 home is resident from its producer to its last direct read or the first reader
+  of a copy made from it (to its last consumer for a graph output, which is then written
+  to DRAM);
+* at every step the L1 bytes per core of every resident home and copy plus the running
+  op's scratch fit the usable L1;
+* op latency ``max(compute, write + reads) + dispatch`` through one lower-bounded
+  variable per op (exact at the optimum); objective: ops + copies + output spills, in
+  integer nanoseconds.
+
+The best baseline is the hint; when its plan (which may spill, outside this model) is
+better than what the model found, that plan is returned instead, so the answer is never
+worse than any baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from solver.layout.memory import DRAM, MemConfig
+from solver.layout.plan import Assignment
+from solver.layout.problem import LayoutProblem
+
+UNITS_PER_US = 1000
+"""Objective resolution: costs are rounded to the nanosecond."""
+MAX_MODEL_OPS = 200
+"""Largest graph solved as one model (about 4 s to build at 200 ops); larger graphs get
+the best baseline until decomposition lands."""
+
+
+def ns(us: float) -> int:
+    return round(us * UNITS_PER_US)
+
+
+@dataclass
+class LayoutModel:
+    """The CP-SAT model and the handles decoding and hinting need."""
+
+    model: cp_model.CpModel
+    x: dict[tuple[str, int], cp_model.IntVar]
+    r: dict[tuple[str, int, MemConfig], cp_model.IntVar]
+
+
+def build(problem: LayoutProblem) -> LayoutModel:
+    m = cp_model.CpModel()
+    step = {op: k for k, op in enumerate(problem.order)}
+    x = {(op, j): m.new_bool_var(f"x[{op},{j}]")
+         for op in problem.order for j in range(len(problem.ops[op].candidates))}
+    for op in problem.order:
+        m.add_exactly_one(x[op, j] for j in range(len(problem.ops[op].candidates)))
+    home = _homes(problem, x)
+    r = _reads(problem, m, x)
+    by_operand: dict[tuple[str, int], list[tuple[MemConfig, cp_model.IntVar]]] = defaultdict(list)
+    for (op, i, cfg), var in r.items():
+        by_operand[op, i].append((cfg, var))
+    cost: list[cp_model.LinearExprT] = [_op_latency(problem, m, x, r, op) for op in problem.order]
+    usage: dict[int, list[cp_model.LinearExprT]] = defaultdict(list)
+    for name, t in problem.tensors.items():
+        readers = [(op, i) for op, i in t.consumers]
+        if not readers and t.producer is None:
+            continue
+        cost += _tensor_terms(problem, m, name, home[name], readers, by_operand, step, usage)
+    for op in problem.order:
+        cands = problem.ops[op].candidates
+        scratch = sum(c.cb_bytes_per_core * x[op, j] for j, c in enumerate(cands))
+        m.add(sum(usage[step[op]]) + scratch <= problem.usable_l1)
+    m.minimize(sum(cost))
+    return LayoutModel(m, x, r)
+
+
+def _homes(problem: LayoutProblem, x: dict) -> dict[str, dict[MemConfig, cp_model.LinearExprT]]:
+    """For every tensor, its possible homes as linear expressions over the producer's x."""
+    out: dict[str, dict[MemConfig, cp_model.LinearExprT]] = {}
+    for name, t in problem.tensors.items():
+        if t.producer is None:
+            out[name] = {DRAM: 1}
+            continue
+        by_home: dict[MemConfig, list] = defaultdict(list)
+        for j, c in enumerate(problem.ops[t.producer].candidates):
+            by_home[c.output].append(x[t.producer, j])
+        out[name] = {h: sum(v) for h, v in by_home.items()}
+    return out
+
+
+def _reads(problem: LayoutProblem, m: cp_model.CpModel, x: dict) -> dict:
+    r: dict[tuple[str, int, MemConfig], cp_model.IntVar] = {}
+    for op in problem.order:
+        cands = problem.ops[op].candidates
+        for i in range(len(problem.ops[op].inputs)):
+            options = sorted({cfg for c in cands for cfg in c.accepts[i]}, key=lambda c: c.key)
+            for cfg in options:
+                r[op, i, cfg] = m.new_bool_var(f"r[{op},{i},{cfg.key}]")
+                m.add(r[op, i, cfg] <= sum(x[op, j] for j, c in enumerate(cands)
+                                           if cfg in c.accepts[i]))
+            m.add_exactly_one(r[op, i, cfg] for cfg in options)
+    return r
+
+
+def _op_latency(problem: LayoutProblem, m: cp_model.CpModel, x: dict, r: dict,
+                op: str) -> cp_model.IntVar:
+    """An op's latency: at least each chosen candidate's compute and memory time."""
+    cands = problem.ops[op].candidates
+    top = max(ns(_worst(c)) for c in cands)
+    lat = m.new_int_var(0, top, f"L[{op}]")
+    for j, c in enumerate(cands):
+        if c.measured_us is not None:
+            m.add(lat >= ns(c.measured_us)).only_enforce_if(x[op, j])
+            continue
+        m.add(lat >= ns(c.compute_us + c.dispatch_us)).only_enforce_if(x[op, j])
+        reads = sum(ns(us) * r[op, i, cfg] for i, acc in enumerate(c.accepts)
+                    for cfg, us in acc.items())
+        m.add(lat >= ns(c.write_us + c.dispatch_us) + reads).only_enforce_if(x[op, j])
+    return lat
+
+
+def _worst(c) -> float:
+    if c.measured_us is not None:
+        return c.measured_us
+    return max(c.compute_us, c.write_us + sum(max(a.values()) for a in c.accepts)) \
+        + c.dispatch_us + 1
+
+
+def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
+                  homes: dict[MemConfig, cp_model.LinearExprT],
+                  readers: list[tuple[str, int]], by_operand: dict, step: dict[str, int],
+                  usage: dict[int, list]) -> list[cp_model.LinearExprT]:
+    """Copy and output-spill costs of one tensor; its L1 bytes at every step into usage."""
+    info = problem.tensors[t]
+    start = step[info.producer] if info.producer else None
+    steps = sorted({step[op] for op, _ in readers})
+    last = max(steps, default=start)
+    cost: list[cp_model.LinearExprT] = []
+    # reads that need a copy, per target
+    need: dict[MemConfig, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+    direct_home: list[tuple[int, cp_model.IntVar]] = []
+    for op, i in readers:
+        for cfg, var in by_operand[op, i]:
+            at_home = homes.get(cfg)
+            if cfg == DRAM and info.producer is None:
+                continue  # a graph input read from DRAM: direct
+            if at_home is None:
+                need[cfg].append((step[op], var))
+                continue
+            nd = m.new_bool_var(f"copy[{t},{op},{i},{cfg.key}]")
+            m.add(nd >= var - at_home)
+            need[cfg].append((step[op], nd))
+            if cfg.is_l1:
+                dh = m.new_bool_var(f"home_read[{t},{op},{i},{cfg.key}]")
+                m.add(dh >= var + at_home - 1)
+                direct_home.append((step[op], dh))
+    first_reads: list[tuple[int, cp_model.IntVar]] = []
+    for cfg, reads in need.items():
+        used = m.new_bool_var(f"u[{t},{cfg.key}]")
+        for _, v in reads:
+            m.add(used >= v)
+        for h, is_home in homes.items():
+            if h != cfg:
+                w = m.new_bool_var(f"w[{t},{h.key},{cfg.key}]")
+                m.add(w >= used + is_home - 1)
+                cost.append(ns(problem.copy_us(t, h, cfg)) * w)
+        prefix = _running_or(m, f"pre[{t},{cfg.key}]", reads, steps)
+        if any(h.is_l1 for h in homes):
+            for k, v in reads:
+                before = prefix.get(_previous(steps, k))
+                first = m.new_bool_var(f"first[{t},{cfg.key},{k}]")
+                m.add(first >= v - (before if before is not None else 0))
+                first_reads.append((k, first))
+        if cfg.is_l1:
+            suffix = _running_or(m, f"suf[{t},{cfg.key}]", reads, steps, reverse=True)
+            size = problem.bytes_per_core(t, cfg)
+            for k in range(min(steps), max(steps) + 1):
+                live = m.new_bool_var(f"cl[{t},{cfg.key},{k}]")
+                m.add(live >= _at(prefix, steps, k) + _at(suffix, steps, k, after=True) - 1)
+                usage[k].append(size * live)
+    l1_homes = {h: v for h, v in homes.items() if h.is_l1}
+    if not l1_homes or start is None:
+        return cost
+    if info.is_output:
+        for h, v in l1_homes.items():
+            cost.append(ns(problem.spill_us(t, h)) * v)
+    live = {k: m.new_bool_var(f"live[{t},{k}]") for k in range(start + 1, last + 1)}
+    for k in range(start + 1, last):
+        m.add(live[k] >= live[k + 1])
+    for k, v in direct_home + first_reads:
+        if k in live:
+            m.add(live[k] >= v)
+    if info.is_output and last in live:
+        m.add(live[last] >= sum(l1_homes.values()))
+    for h, is_home in l1_homes.items():
+        size = problem.bytes_per_core(t, h)
+        usage[start].append(size * is_home)
+        for k, alive in live.items():
+            both = m.new_bool_var(f"hl[{t},{h.key},{k}]")
+            m.add(both >= is_home + alive - 1)
+            usage[k].append(size * both)
+    return cost
+
+
+def _running_or(m: cp_model.CpModel, name: str, reads: list[tuple[int, cp_model.IntVar]],
+                steps: list[int], reverse: bool = False) -> dict[int, cp_model.IntVar]:
+    """Exact OR of the reads at steps up to (or, reversed, from) each reader step."""
+    at: dict[int, list] = defaultdict(list)
+    for k, v in reads:
+        at[k].append(v)
+    out: dict[int, cp_model.IntVar] = {}
+    previous = None
+    for k in (reversed(steps) if reverse else steps):
+        terms = at.get(k, []) + ([previous] if previous is not None else [])
+        if not terms:
+            continue
+        v = m.new_bool_var(f"{name}[{k}]")
+        m.add_max_equality(v, terms)
+        out[k] = previous = v
+    return out
+
+
+def _previous(steps: list[int], k: int) -> int | None:
+    earlier = [s for s in steps if s < k]
+    return max(earlier) if earlier else None
+
+
+def _at(running: dict[int, cp_model.IntVar], steps: list[int], k: int,
+        after: bool = False) -> cp_model.LinearExprT:
+    """The running OR's value at step k (the nearest reader step on the right side)."""
+    keys = [s for s in running if (s >= k if after else s <= k)]
+    if not keys:
+        return 0
+    return running[min(keys) if after else max(keys)]
+
+
+def decode(problem: LayoutProblem, lm: LayoutModel, solver: cp_model.CpSolver) -> Assignment:
+    configs = {op: next(c for j, c in enumerate(problem.ops[op].candidates)
+                        if solver.boolean_value(lm.x[op, j])) for op in problem.order}
+    reads = {op: [next(cfg for (q, i, cfg), v in lm.r.items()
+                       if q == op and i == k and solver.boolean_value(v))
+                  for k in range(len(problem.ops[op].inputs))] for op in problem.order}
+    return Assignment(list(problem.order), configs, reads)
+
+
+def hint(problem: LayoutProblem, lm: LayoutModel, a: Assignment) -> None:
+    """Hint the configurations and reads of a known assignment (its spills, if any, are
+    outside the model)."""
+    for op in problem.order:
+        for j, c in enumerate(problem.ops[op].candidates):
+            lm.model.add_hint(lm.x[op, j], c is a.configs[op])
+    for (op, i, cfg), v in lm.r.items():
+        lm.model.add_hint(v, a.reads[op][i] == cfg)
+
+
+@dataclass
+class ModelAnswer:
+    assignment: Assignment | None
+    optimal: bool
+    objective_us: float | None
+    bound_us: float | None
+
+
+def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
+                workers: int) -> ModelAnswer:
+    """The model's best assignment before ``deadline`` (``time.perf_counter()``), hinted
+    with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS``."""
+    if len(problem.order) > MAX_MODEL_OPS:
+        return ModelAnswer(None, False, None, None)
+    lm = build(problem)
+    hint(problem, lm, start)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.1, deadline - time.perf_counter())
+    solver.parameters.random_seed = seed
+    solver.parameters.num_workers = workers
+    status = solver.solve(lm.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return ModelAnswer(None, False, None, None)
+    return ModelAnswer(decode(problem, lm, solver), status == cp_model.OPTIMAL,
+                       solver.objective_value / UNITS_PER_US,
+                       solver.best_objective_bound / UNITS_PER_US)
