@@ -58,7 +58,8 @@ BASELINES = tuple(BASELINE_POLICIES)
 
 def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     """The CP-SAT model (``cpsat.py``) hinted with the best baseline; the better of the two
-    plans (by the plan's own total) is the answer, so it is never worse than a baseline."""
+    plans (by the plan's own total) is the answer, so it is never worse than a baseline.
+    The model's plan must also pass the evaluator, or the baseline's is kept."""
     started = time.perf_counter()
     priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
               for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
@@ -67,8 +68,8 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
                               options.workers)
     if found.assignment is None:
         return Outcome(best)
-    total = build_plan(problem, found.assignment, "cpsat", 0.0).total_latency_us
-    if total > best_total:
+    plan = build_plan(problem, found.assignment, "cpsat", 0.0)
+    if plan.total_latency_us > best_total or not evaluate(problem, plan).valid:
         return Outcome(best)
     gap = (found.objective_us - found.bound_us) / found.objective_us if found.objective_us else 0.0
     return Outcome(found.assignment, "optimal" if found.optimal else "feasible",
