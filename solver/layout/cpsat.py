@@ -146,7 +146,6 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
     steps = sorted({step[op] for op, _ in readers})
     last = max(steps, default=start)
     cost: list[cp_model.LinearExprT] = []
-    # reads that need a copy, per target
     need: dict[MemConfig, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     direct_home: list[tuple[int, cp_model.IntVar]] = []
     for op, i in readers:
@@ -158,7 +157,9 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
                 need[cfg].append((step[op], var))
                 continue
             nd = m.new_bool_var(f"copy[{t},{op},{i},{cfg.key}]")
-            m.add(nd >= var - at_home)
+            m.add(nd >= var - at_home)  # exactly var and not home: it decides the first reader
+            m.add(nd <= var)
+            m.add(nd <= 1 - at_home)
             need[cfg].append((step[op], nd))
             if cfg.is_l1:
                 dh = m.new_bool_var(f"home_read[{t},{op},{i},{cfg.key}]")
