@@ -12,27 +12,38 @@ from solver.layout import BASELINES, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import analyze, resolve_device
-from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, tiny
+from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
 
 ROUNDING_US = 0.01
 """The model's objective is in whole nanoseconds; totals may differ by the rounding."""
 
 
 def exhaustive_best(graph, device: str, max_configs: int) -> float:
-    """The least plan total over every (configuration, read) choice without solver spills
-    that the evaluator accepts: the model's decision space, enumerated."""
+    """The least plan total over every configuration, read and spill choice (a spill of an
+    L1 home after any step from its producer's to the one before its last consumer) that
+    the evaluator accepts: the model's decision space, enumerated."""
     problem = analyze(graph, resolve_device(graph, device), max_configs)
     order = problem.order
+    step = {op: k for k, op in enumerate(order)}
     best = float("inf")
-    for combo in itertools.product(*[problem.ops[op].candidates for op in order]):
+    for combo in itertools.product(*[problem.ops[name].candidates for name in order]):
+        configs = dict(zip(order, combo, strict=True))
+        spill_options = []
+        for name, t in problem.tensors.items():
+            if t.producer and configs[t.producer].output.is_l1 and t.consumers:
+                last = max(step[user] for user, _ in t.consumers)
+                spill_options.append([(name, None)] + [(name, k) for k in
+                                                       range(step[t.producer], last)])
         choices = [list(itertools.product(*[sorted(acc, key=lambda m: m.key)
                                             for acc in c.accepts])) for c in combo]
         for reads in itertools.product(*choices):
-            a = Assignment(list(order), dict(zip(order, combo, strict=True)),
-                           {op: list(rs) for op, rs in zip(order, reads, strict=True)})
-            plan = build_plan(problem, a, "exhaustive", 0.0)
-            if plan.total_latency_us < best and evaluate(problem, plan).valid:
-                best = plan.total_latency_us
+            for spills in itertools.product(*spill_options):
+                a = Assignment(list(order), configs,
+                               {name: list(rs) for name, rs in zip(order, reads, strict=True)},
+                               {t: k for t, k in spills if k is not None})
+                plan = build_plan(problem, a, "exhaustive", 0.0)
+                if plan.total_latency_us < best and evaluate(problem, plan).valid:
+                    best = plan.total_latency_us
     return best
 
 
@@ -45,6 +56,31 @@ def test_optimum_equals_exhaustive_search_on_a_tiny_graph(device, max_configs):
     assert plan.total_latency_us == pytest.approx(exhaustive_best(graph, device, max_configs),
                                                   abs=ROUNDING_US)
     assert plan.stats.objective == pytest.approx(plan.total_latency_us, abs=ROUNDING_US)
+
+
+RESIDUAL_SHAPE = [1, 256, 1024]
+RESIDUAL = {  # t1 lives across b and c: keep it in L1, spill it, or never put it there
+    "format": "layoutsat-graph", "version": 1, "name": "residual",
+    "tensors": [tensor(n, RESIDUAL_SHAPE, "input" if n == "x" else "activation")
+                for n in ("x", "t1", "t2", "t3", "out")],
+    "ops": [op("a", "relu", ["x"], ["t1"]), op("b", "gelu", ["t1"], ["t2"]),
+            op("c", "relu", ["t2"], ["t3"]), op("d", "add", ["t3", "t1"], ["out"])],
+    "outputs": ["out"]}
+
+
+@pytest.mark.parametrize("usable_l1", [14_000, 18_000, 22_000, 40_000])
+def test_optimum_equals_exhaustive_search_under_l1_pressure(usable_l1):
+    """A residual fork on devices from barely-fitting to roomy: the optimal plan changes
+    with the capacity, and always equals the enumeration (spills included)."""
+    graph = parse_graph(RESIDUAL)
+    spec = resolve_device(graph, "wormhole_n150")
+    device = spec.model_copy(update={
+        "name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
+        "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
+    plan = solve(graph, "cpsat", device, time_limit_s=20, max_configs=3)
+    assert plan.status == "optimal"
+    assert plan.total_latency_us == pytest.approx(exhaustive_best(graph, device, 3),
+                                                  abs=ROUNDING_US)
 
 
 @pytest.mark.parametrize("device", PRESET_PAIR)

@@ -55,6 +55,7 @@ class LayoutModel:
     model: cp_model.CpModel
     x: dict[tuple[str, int], cp_model.IntVar]
     r: dict[tuple[str, int, MemConfig], cp_model.IntVar]
+    spill_at: dict[tuple[str, int], cp_model.IntVar]
 
 
 def build(problem: LayoutProblem) -> LayoutModel:
@@ -71,17 +72,19 @@ def build(problem: LayoutProblem) -> LayoutModel:
         by_operand[op, i].append((cfg, var))
     cost: list[cp_model.LinearExprT] = [_op_latency(problem, m, x, r, op) for op in problem.order]
     usage: dict[int, list[cp_model.LinearExprT]] = defaultdict(list)
+    spill_at: dict[tuple[str, int], cp_model.IntVar] = {}
     for name, t in problem.tensors.items():
         readers = [(op, i) for op, i in t.consumers]
         if not readers and t.producer is None:
             continue
-        cost += _tensor_terms(problem, m, name, home[name], readers, by_operand, step, usage)
+        cost += _tensor_terms(problem, m, name, home[name], readers, by_operand, step, usage,
+                              spill_at)
     for op in problem.order:
         cands = problem.ops[op].candidates
         scratch = sum(c.cb_bytes_per_core * x[op, j] for j, c in enumerate(cands))
         m.add(sum(usage[step[op]]) + scratch <= problem.usable_l1)
     m.minimize(sum(cost))
-    return LayoutModel(m, x, r)
+    return LayoutModel(m, x, r, spill_at)
 
 
 def _homes(problem: LayoutProblem, x: dict) -> dict[str, dict[MemConfig, cp_model.LinearExprT]]:
@@ -139,49 +142,80 @@ def _worst(c) -> float:
 def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
                   homes: dict[MemConfig, cp_model.LinearExprT],
                   readers: list[tuple[str, int]], by_operand: dict, step: dict[str, int],
-                  usage: dict[int, list]) -> list[cp_model.LinearExprT]:
-    """Copy and output-spill costs of one tensor; its L1 bytes at every step into usage."""
+                  usage: dict[int, list], spill_at: dict) -> list[cp_model.LinearExprT]:
+    """Copy, reload and spill costs of one tensor; its L1 bytes at every step into usage.
+
+    An L1 home may be spilled after any step from its producer's to the one before its last
+    consumer (``spill_at[t, s]``); from the next step on, reads from DRAM are direct and
+    reads of the home configuration need a reload copy."""
     info = problem.tensors[t]
     start = step[info.producer] if info.producer else None
     steps = sorted({step[op] for op, _ in readers})
     last = max(steps, default=start)
+    l1_homes = {h: v for h, v in homes.items() if h.is_l1}
+    spills = {}
+    if l1_homes and start is not None:
+        spills = {s: m.new_bool_var(f"spill[{t},{s}]") for s in range(start, last)}
+        spill_at.update({(t, s): v for s, v in spills.items()})
+        m.add(sum(spills.values()) <= sum(l1_homes.values()))
+
+    def spilled_before(k: int) -> cp_model.LinearExprT:
+        return sum(v for s, v in spills.items() if s < k)
+
     cost: list[cp_model.LinearExprT] = []
     need: dict[MemConfig, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
     direct_home: list[tuple[int, cp_model.IntVar]] = []
     for op, i in readers:
+        k = step[op]
         for cfg, var in by_operand[op, i]:
-            at_home = homes.get(cfg)
-            if cfg == DRAM and info.producer is None:
-                continue  # a graph input read from DRAM: direct
-            if at_home is None:
-                need[cfg].append((step[op], var))
+            if cfg == DRAM:
+                direct: cp_model.LinearExprT = homes.get(DRAM, 0) + spilled_before(k)
+            elif cfg in homes:
+                direct = m.new_bool_var(f"home_read[{t},{op},{i},{cfg.key}]")
+                m.add(direct <= homes[cfg])
+                m.add(direct <= 1 - spilled_before(k))
+                m.add(direct >= homes[cfg] - spilled_before(k))
+            else:
+                direct = 0
+            if isinstance(direct, int) and direct == 0:
+                need[cfg].append((k, var))
                 continue
             nd = m.new_bool_var(f"copy[{t},{op},{i},{cfg.key}]")
-            m.add(nd >= var - at_home)  # exactly var and not home: it decides the first reader
+            m.add(nd >= var - direct)  # exactly var and not direct: it decides the first reader
             m.add(nd <= var)
-            m.add(nd <= 1 - at_home)
-            need[cfg].append((step[op], nd))
+            m.add(nd <= 1 - direct)
+            need[cfg].append((k, nd))
             if cfg.is_l1:
-                dh = m.new_bool_var(f"home_read[{t},{op},{i},{cfg.key}]")
-                m.add(dh >= var + at_home - 1)
-                direct_home.append((step[op], dh))
-    first_reads: list[tuple[int, cp_model.IntVar]] = []
+                dh = m.new_bool_var(f"home_hit[{t},{op},{i},{cfg.key}]")
+                m.add(dh >= var + direct - 1)
+                direct_home.append((k, dh))
+    from_home_at: list[tuple[int, cp_model.IntVar]] = []
     for cfg, reads in need.items():
-        used = m.new_bool_var(f"u[{t},{cfg.key}]")
-        for _, v in reads:
-            m.add(used >= v)
+        prefix = _running_or(m, f"pre[{t},{cfg.key}]", reads, steps)
+        from_home = m.new_bool_var(f"fh[{t},{cfg.key}]")
+        from_dram = m.new_bool_var(f"fd[{t},{cfg.key}]")
+        for k, v in reads:
+            before = prefix.get(_previous(steps, k))
+            first = m.new_bool_var(f"first[{t},{cfg.key},{k}]")
+            m.add(first <= v)
+            if before is not None:
+                m.add(first >= v - before)
+                m.add(first <= 1 - before)
+            else:
+                m.add(first >= v)
+            available = 1 - spilled_before(k)
+            at_home = m.new_bool_var(f"src_home[{t},{cfg.key},{k}]")
+            m.add(at_home >= first + available - 1)
+            m.add(from_home >= at_home)
+            m.add(from_dram >= first - available)
+            from_home_at.append((k, at_home))
         for h, is_home in homes.items():
             if h != cfg:
                 w = m.new_bool_var(f"w[{t},{h.key},{cfg.key}]")
-                m.add(w >= used + is_home - 1)
+                m.add(w >= from_home + is_home - 1)
                 cost.append(ns(problem.copy_us(t, h, cfg)) * w)
-        prefix = _running_or(m, f"pre[{t},{cfg.key}]", reads, steps)
-        if any(h.is_l1 for h in homes):
-            for k, v in reads:
-                before = prefix.get(_previous(steps, k))
-                first = m.new_bool_var(f"first[{t},{cfg.key},{k}]")
-                m.add(first >= v - (before if before is not None else 0))
-                first_reads.append((k, first))
+        if spills:
+            cost.append(ns(problem.copy_us(t, DRAM, cfg)) * from_dram)
         if cfg.is_l1:
             suffix = _running_or(m, f"suf[{t},{cfg.key}]", reads, steps, reverse=True)
             size = problem.bytes_per_core(t, cfg)
@@ -189,20 +223,26 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
                 live = m.new_bool_var(f"cl[{t},{cfg.key},{k}]")
                 m.add(live >= _at(prefix, steps, k) + _at(suffix, steps, k, after=True) - 1)
                 usage[k].append(size * live)
-    l1_homes = {h: v for h, v in homes.items() if h.is_l1}
     if not l1_homes or start is None:
         return cost
-    if info.is_output:
-        for h, v in l1_homes.items():
-            cost.append(ns(problem.spill_us(t, h)) * v)
+    for h, is_home in l1_homes.items():
+        if info.is_output:  # written to DRAM once, by a chosen spill or after its last use
+            cost.append(ns(problem.spill_us(t, h)) * is_home)
+        elif spills:
+            paid = m.new_bool_var(f"spill_cost[{t},{h.key}]")
+            m.add(paid >= sum(spills.values()) + is_home - 1)
+            cost.append(ns(problem.spill_us(t, h)) * paid)
     live = {k: m.new_bool_var(f"live[{t},{k}]") for k in range(start + 1, last + 1)}
     for k in range(start + 1, last):
         m.add(live[k] >= live[k + 1])
-    for k, v in direct_home + first_reads:
+    for k, v in direct_home + from_home_at:
         if k in live:
             m.add(live[k] >= v)
+    for s, v in spills.items():
+        if s in live:
+            m.add(live[s] >= v)  # resident until its spill
     if info.is_output and last in live:
-        m.add(live[last] >= sum(l1_homes.values()))
+        m.add(live[last] >= sum(l1_homes.values()) - sum(spills.values()))
     for h, is_home in l1_homes.items():
         size = problem.bytes_per_core(t, h)
         usage[start].append(size * is_home)
@@ -251,17 +291,19 @@ def decode(problem: LayoutProblem, lm: LayoutModel, solver: cp_model.CpSolver) -
     reads = {op: [next(cfg for (q, i, cfg), v in lm.r.items()
                        if q == op and i == k and solver.boolean_value(v))
                   for k in range(len(problem.ops[op].inputs))] for op in problem.order}
-    return Assignment(list(problem.order), configs, reads)
+    spills = {t: k for (t, k), v in lm.spill_at.items() if solver.boolean_value(v)}
+    return Assignment(list(problem.order), configs, reads, spills)
 
 
 def hint(problem: LayoutProblem, lm: LayoutModel, a: Assignment) -> None:
-    """Hint the configurations and reads of a known assignment (its spills, if any, are
-    outside the model)."""
+    """Hint the configurations, reads and spills of a known assignment."""
     for op in problem.order:
         for j, c in enumerate(problem.ops[op].candidates):
             lm.model.add_hint(lm.x[op, j], c is a.configs[op])
     for (op, i, cfg), v in lm.r.items():
         lm.model.add_hint(v, a.reads[op][i] == cfg)
+    for (t, k), v in lm.spill_at.items():
+        lm.model.add_hint(v, a.spills.get(t) == k)
 
 
 @dataclass
