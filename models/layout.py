@@ -168,6 +168,39 @@ class Violation(_Strict):
     msg: str
 
 
+class OpDifference(_Strict):
+    """An op configured differently from the reference baseline, and what it changed."""
+
+    op: Name
+    baseline_config: ConfigText
+    config: ConfigText
+    baseline_inputs: list[MemCfgText]
+    inputs: list[MemCfgText]
+    baseline_latency_us: float
+    latency_us: float
+
+
+class TensorDifference(_Strict):
+    """A tensor living elsewhere than in the reference baseline's plan."""
+
+    tensor: Name
+    baseline_home: str
+    home: str
+
+
+class Explanation(_Strict):
+    """How a plan differs from the best baseline's, and where the time went."""
+
+    baseline: str = Field(description="the best baseline, the reference for the differences")
+    summary: str
+    speedup_vs: dict[str, float] = Field(description="baseline total / this plan's total")
+    ops: list[OpDifference]
+    tensors: list[TensorDifference]
+    op_time_saved_us: float = Field(description="baseline op time minus this plan's")
+    copy_and_spill_time_saved_us: float = Field(
+        description="baseline reshard, reload and spill time minus this plan's")
+
+
 class LayoutPlan(_Strict):
     """The answer: placement of every tensor, config of every op, copies, spills, latency."""
 
@@ -189,6 +222,8 @@ class LayoutPlan(_Strict):
     stats: PlanStats
     violations: list[Violation] = Field(
         default_factory=list, description="evaluator findings; empty unless status is invalid")
+    explanation: Explanation | None = Field(
+        default=None, description="differences from the best baseline, when asked for")
 
 
 class Evaluation(_Strict):

@@ -126,3 +126,20 @@ def test_beyond_the_model_size_the_best_baseline_is_returned(monkeypatch):
     plan = solve(graph, "cpsat", "wormhole_n150")
     best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
     assert plan.status == "feasible" and plan.total_latency_us == best
+
+
+def test_explanation_names_the_decisions_that_differ_from_the_best_baseline():
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "resnet50-bottleneck")))
+    plan = solve(graph, "cpsat", "wormhole_n150", explain=True)
+    e = plan.explanation
+    baselines = {b: solve(graph, b, "wormhole_n150") for b in BASELINES}
+    best = min(baselines, key=lambda b: baselines[b].total_latency_us)
+    assert e.baseline == best
+    assert e.speedup_vs[best] == pytest.approx(baselines[best].total_latency_us
+                                               / plan.total_latency_us)
+    assert e.ops and all((d.config, d.inputs) != (d.baseline_config, d.baseline_inputs)
+                         for d in e.ops)
+    saved = e.op_time_saved_us + e.copy_and_spill_time_saved_us
+    assert saved == pytest.approx(baselines[best].total_latency_us - plan.total_latency_us)
+    assert f"vs {best}" in e.summary
+    assert solve(graph, "cpsat", "wormhole_n150").explanation is None

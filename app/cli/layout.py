@@ -34,12 +34,15 @@ def solve_command(
     max_configs: Annotated[int, typer.Option(help="Candidate configurations per op.", min=1)]
     = DEFAULT_MAX_CONFIGS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Show what differs from the best baseline's plan and what it saved.")]
+    = False,
 ) -> None:
     """Plan where every tensor lives; exit 1 on bad input or a plan the evaluator rejects."""
     try:
         graph = parse_graph(load_json(graph_file, "layout graph"))
         plan = solve(graph, solver, device, time_limit_s=time_limit, seed=seed,
-                     workers=workers, max_configs=max_configs)
+                     workers=workers, max_configs=max_configs, explain=explain)
     except InputValidationError as exc:
         raise fail(exc, as_json) from None
     if output:
@@ -47,7 +50,8 @@ def solve_command(
     summary = plan_summary(graph, plan)
     if as_json:
         violations = [v.model_dump() for v in plan.violations]
-        console.print_json(data={**summary, "violations": violations})
+        extra = {"explanation": plan.explanation.model_dump()} if plan.explanation else {}
+        console.print_json(data={**summary, "violations": violations, **extra})
     else:
         console.print(f"{graph_file}: {plan.solver} on {plan.device.name}: {plan.status}, "
                       f"{plan.total_latency_us:,.2f} us; activations in L1 "
@@ -57,8 +61,23 @@ def solve_command(
                       + (f"; plan written to {output}" if output else ""))
         for v in plan.violations:
             err_console.print(f"  {v.kind} at {v.where}: {v.msg}", markup=False)
+        if plan.explanation:
+            _print_explanation(plan)
     if plan.status == "invalid":
         raise typer.Exit(code=1)
+
+
+def _print_explanation(plan: LayoutPlan) -> None:
+    e = plan.explanation
+    console.print(e.summary, markup=False)
+    console.print(f"  vs {e.baseline}: op time saved {e.op_time_saved_us:,.2f} us, reshard/"
+                  f"reload/spill time saved {e.copy_and_spill_time_saved_us:,.2f} us", markup=False)
+    for d in e.ops:
+        console.print(f"  op {d.op}: {d.baseline_config} reading {d.baseline_inputs} -> "
+                      f"{d.config} reading {d.inputs} ({d.baseline_latency_us:,.2f} -> "
+                      f"{d.latency_us:,.2f} us)", markup=False)
+    for d in e.tensors:
+        console.print(f"  tensor {d.tensor}: {d.baseline_home} -> {d.home}", markup=False)
 
 
 @app.command("evaluate")

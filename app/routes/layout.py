@@ -34,6 +34,8 @@ class SolveRequest(BaseModel):
     seed: int = 0
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     max_configs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_CONFIGS
+    explain: bool = Field(default=False,
+                          description="add the differences from the best baseline's plan")
 
 
 class EvaluateRequest(BaseModel):
@@ -58,7 +60,8 @@ def solve_route(body: SolveRequest) -> LayoutPlan:
     except InputValidationError as exc:
         raise _under("graph", exc) from None
     return solve(graph, body.solver, body.device, time_limit_s=body.time_limit_s,
-                 seed=body.seed, workers=body.workers, max_configs=body.max_configs)
+                 seed=body.seed, workers=body.workers, max_configs=body.max_configs,
+                 explain=body.explain)
 
 
 @router.post("/evaluate", response_model=Evaluation, responses=ERROR_RESPONSES,

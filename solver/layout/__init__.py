@@ -16,6 +16,7 @@ from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, LayoutPlan
 from solver.layout import cpsat, dfsharding, dram, greedy
 from solver.layout.evaluate import evaluate
+from solver.layout.explain import explain as explain_plan
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import LayoutProblem, analyze, resolve_device
@@ -84,8 +85,9 @@ SOLVERS: dict[str, Policy] = {
 
 def solve(graph: LayoutGraph, solver: str = "cpsat", device: str | DeviceSpec | None = None,
           *, time_limit_s: float = 10.0, seed: int = 0, workers: int = 1,
-          max_configs: int = DEFAULT_MAX_CONFIGS) -> LayoutPlan:
-    """Plan ``graph`` with the named solver; the evaluator's verdict is in the plan."""
+          max_configs: int = DEFAULT_MAX_CONFIGS, explain: bool = False) -> LayoutPlan:
+    """Plan ``graph`` with the named solver; the evaluator's verdict is in the plan, and with
+    ``explain`` the differences from the best baseline's plan."""
     if solver not in SOLVERS:
         raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; choose one "
                                           f"of {sorted(SOLVERS)}", "solver.unknown")], "request")
@@ -97,7 +99,12 @@ def solve(graph: LayoutGraph, solver: str = "cpsat", device: str | DeviceSpec | 
     verdict = evaluate(problem, plan)
     wall = time.perf_counter() - started
     stats = plan.stats.model_copy(update={"wall_time_s": wall})
-    if verdict.valid:
-        return plan.model_copy(update={"stats": stats})
-    return plan.model_copy(update={"stats": stats, "status": "invalid",
-                                   "violations": verdict.violations})
+    if not verdict.valid:
+        return plan.model_copy(update={"stats": stats, "status": "invalid",
+                                       "violations": verdict.violations})
+    plan = plan.model_copy(update={"stats": stats})
+    if explain:
+        resolved = problem.device
+        baselines = {b: solve(graph, b, resolved, max_configs=max_configs) for b in BASELINES}
+        plan = plan.model_copy(update={"explanation": explain_plan(graph, plan, baselines)})
+    return plan
