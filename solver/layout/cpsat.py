@@ -121,6 +121,7 @@ def _op_latency(problem: LayoutProblem, m: cp_model.CpModel, x: dict, r: dict,
     cands = problem.ops[op].candidates
     top = max(ns(_worst(c)) for c in cands)
     lat = m.new_int_var(0, top, f"L[{op}]")
+    m.add(lat >= sum(ns(_least(c)) * x[op, j] for j, c in enumerate(cands)))  # LP-tight floor
     for j, c in enumerate(cands):
         if c.measured_us is not None:
             m.add(lat >= ns(c.measured_us)).only_enforce_if(x[op, j])
@@ -130,6 +131,14 @@ def _op_latency(problem: LayoutProblem, m: cp_model.CpModel, x: dict, r: dict,
                     for cfg, us in acc.items())
         m.add(lat >= ns(c.write_us + c.dispatch_us) + reads).only_enforce_if(x[op, j])
     return lat
+
+
+def _least(c) -> float:
+    """The candidate's latency with its cheapest reads: a floor the LP relaxation can use."""
+    if c.measured_us is not None:
+        return c.measured_us
+    return max(c.compute_us, c.write_us + sum(min(a.values()) for a in c.accepts)) \
+        + c.dispatch_us
 
 
 def _worst(c) -> float:
