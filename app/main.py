@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from app import __version__
 from app.errors import install_error_handlers
-from app.routes import fusion, health
+from app.routes import fusion, health, layout
 
 
 def create_app() -> FastAPI:
@@ -19,4 +19,5 @@ def create_app() -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(fusion.router)
+    app.include_router(layout.router)
     return app

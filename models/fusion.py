@@ -331,8 +331,3 @@ class FusionResult(BaseModel):
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None
-
-
-class EvaluateRequest(BaseModel):
-    problem: FusionProblem
-    solution: FusionSolution

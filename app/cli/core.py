@@ -13,7 +13,9 @@ from app.settings import Settings
 from models.errors import InputValidationError
 from models.family import detect_family
 from models.fusion import parse_problem
+from models.layout import parse_graph
 from solver.fusion.problem import summarize
+from solver.layout.problem import summarize as summarize_layout
 
 
 def serve(
@@ -32,10 +34,16 @@ def validate(
     """Check a problem file; exit 0 when valid, 1 with every fault found when not."""
     try:
         data = load_json(file, "document")
-        detect_family(data)
-        summary = summarize(parse_problem(data))
+        family = detect_family(data)
+        if family == "layout":
+            summary = summarize_layout(parse_graph(data))
+        else:
+            summary = summarize(parse_problem(data))
     except InputValidationError as exc:
         raise fail(exc, as_json) from None
+    if family == "layout":
+        _report_layout(file, summary, as_json)
+        return
     if as_json:
         console.print_json(data={"valid": True, "family": "fusion", "summary": summary})
         return
@@ -47,3 +55,12 @@ def validate(
     for mode, b in bounds.items():
         console.print(f"  lower bound ({mode}): {b['total']:,.1f} "
                       f"(compute {b['compute']:,.1f}, I/O {b['io']:,.1f})")
+
+
+def _report_layout(file: Path, summary: dict, as_json: bool) -> None:
+    if as_json:
+        console.print_json(data={"valid": True, "family": "layout", "summary": summary})
+        return
+    console.print(f"{file}: valid layout graph '{summary['name']}', {summary['ops']} ops "
+                  f"{summary['ops_by_type']}, {summary['tensors']} tensors ({summary['inputs']} "
+                  f"inputs, {summary['constants']} constants), {len(summary['outputs'])} outputs")

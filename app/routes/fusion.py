@@ -1,21 +1,31 @@
-"""Routes of the fusion (MLSys 2026) family under ``/v1/fusion``."""
+"""Routes of the fusion (MLSys 2026) family under ``/v1/fusion``: validate, solve, evaluate."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
 
-from models.errors import raise_if_any
-from models.fusion import FusionProblem, problem_issues
-from solver.fusion.problem import summarize
+from models.errors import InputValidationError, Issue, raise_if_any
+from models.fusion import (
+    EvaluationReport,
+    FusionProblem,
+    FusionResult,
+    FusionSolution,
+    ReductionCost,
+    problem_issues,
+)
+from solver.fusion.evaluate import evaluate
+from solver.fusion.problem import Rules, summarize
+from solver.fusion.solvers import DEFAULT_SOLVER, SOLVERS, solve
 
 router = APIRouter(prefix="/v1/fusion", tags=["fusion"])
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "Invalid input: every fault with its JSON path and rule"},
 }
+MAX_TIME_LIMIT_S = 600.0
 
 
 class ProblemSummary(BaseModel):
@@ -23,9 +33,20 @@ class ProblemSummary(BaseModel):
     summary: dict[str, Any]
 
 
-def checked(problem: FusionProblem) -> FusionProblem:
-    """The body after the cross-field rules; the schema rules ran when FastAPI parsed it."""
-    raise_if_any(problem_issues(problem), "fusion problem")
+class EvaluateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: FusionProblem
+    solution: FusionSolution
+
+
+def checked(problem: FusionProblem, field: str | None = None) -> FusionProblem:
+    """The problem after the cross-field rules (the schema rules ran when FastAPI parsed it),
+    faults located under ``field`` of the request body when given."""
+    issues = problem_issues(problem)
+    if field:
+        issues = [Issue((field, *i.loc), i.msg, i.rule) for i in issues]
+    raise_if_any(issues, "fusion problem")
     return problem
 
 
@@ -34,3 +55,44 @@ def checked(problem: FusionProblem) -> FusionProblem:
 def validate(problem: FusionProblem) -> ProblemSummary:
     """Sizes, graph boundary and compute/I-O lower bounds of a valid problem, or a 422."""
     return ProblemSummary(valid=True, summary=summarize(checked(problem)))
+
+
+@router.post("/solve", response_model=FusionResult, responses=ERROR_RESPONSES,
+             summary="Schedule a problem")
+def solve_route(
+    problem: FusionProblem,
+    solver: Annotated[str, Query(description=f"one of {list(SOLVERS)}")] = DEFAULT_SOLVER,
+    time_limit_s: Annotated[float | None, Query(
+        gt=0, le=MAX_TIME_LIMIT_S,
+        description="seconds for the whole solve; default 30 for cpsat, 10 otherwise")] = None,
+    reduction_cost: Annotated[ReductionCost, Query()] = "per_native_k",
+    seed: Annotated[int, Query()] = 0,
+    workers: Annotated[int, Query(ge=1, le=64, description="CP-SAT search workers")] = 1,
+) -> FusionResult:
+    """Run a solver (default cpsat) on the problem in the body; the solution is checked by
+    the evaluator, and the latencies reported are the evaluator's."""
+    if solver not in SOLVERS:
+        raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; "
+                                          f"known: {', '.join(SOLVERS)}", "solver.unknown")],
+                                   "request")
+    options: dict[str, Any] = {"reduction_cost": reduction_cost, "seed": seed,
+                               "workers": workers}
+    if time_limit_s is not None:
+        options["time_limit_s"] = time_limit_s
+    return solve(checked(problem), solver, **options)
+
+
+@router.post("/evaluate", response_model=EvaluationReport, responses=ERROR_RESPONSES,
+             response_model_exclude_none=True, summary="Check a solution independently")
+def evaluate_route(
+    body: EvaluateRequest,
+    reduction_cost: Annotated[ReductionCost, Query()] = "per_native_k",
+    steps: Annotated[bool, Query(description="include every step of every subgraph")] = False,
+    strict: Annotated[bool, Query(
+        description="a claimed latency off by more than 1e-6 is an error")] = False,
+) -> EvaluationReport:
+    """The recomputed latencies of a valid solution, or the first rule it breaks (200 with
+    ``valid: false``: an invalid solution is an answer, not a bad request)."""
+    problem = checked(body.problem, "problem")
+    return evaluate(problem, body.solution, Rules(reduction_cost=reduction_cost),
+                    strict=strict, details=steps).report()

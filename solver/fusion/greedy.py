@@ -29,10 +29,10 @@ def greedy(ctx: ScoringContext, deadline: float = float("inf")) -> list[Planned]
     (a ``time.monotonic()`` value), and the schedule found so far is returned."""
     merger = _Merger(ctx, [frozenset(item.ops) for item in unfused(ctx, "greedy")])
     for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
-        while time.monotonic() < deadline and merger.merge_best(allow_zero):
+        while time.monotonic() < deadline and merger.merge_best(allow_zero, deadline):
             pass
     return _retain(ctx, [Planned(merger.ops(group), merger.configs[group])
-                         for group in merger.ordered()])
+                         for group in merger.ordered()], deadline)
 
 
 class _Merger:
@@ -63,12 +63,14 @@ class _Merger:
         return list(nx.lexicographical_topological_sort(
             self.quotient(), key=lambda group: min(self.position[q] for q in group)))
 
-    def merge_best(self, allow_zero: bool) -> bool:
+    def merge_best(self, allow_zero: bool, deadline: float = float("inf")) -> bool:
         """Apply the legal merge of highest positive (or, if allowed, zero) benefit; False
-        when there is none."""
+        when there is none, or when ``deadline`` passes before every merge is scored."""
         dag = self.quotient()
         candidates = []
         for a, b in dag.edges:
+            if time.monotonic() > deadline:
+                return False
             merged = a | b
             if not self._ephemerals_stay_inside(merged):
                 continue
@@ -111,11 +113,15 @@ def _closes_cycle(dag: nx.DiGraph, a: Group, b: Group) -> bool:
     return False
 
 
-def _retain(ctx: ScoringContext, schedule: list[Planned]) -> list[Planned]:
-    """Retain outputs into the next subgraph when both still fit and neither gets slower."""
+def _retain(ctx: ScoringContext, schedule: list[Planned],
+            deadline: float = float("inf")) -> list[Planned]:
+    """Retain outputs into the next subgraph when both still fit and neither gets slower
+    (walking in order until ``deadline``)."""
     g = ctx.graph
     out = list(schedule)
     for i in range(len(out) - 1):
+        if time.monotonic() > deadline:
+            break
         producer, consumer = out[i], out[i + 1]
         shape = ctx.shape(producer.ops)
         members = set(consumer.ops)

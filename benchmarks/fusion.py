@@ -1,0 +1,145 @@
+"""Fusion benchmarks: every solver on every public MLSys 2026 benchmark in both modes, plus
+the evaluator's and the scorer's speed. Prints markdown tables and saves JSON.
+
+    .venv/bin/python benchmarks/fusion.py [--time-limit 30] [--workers 2]
+        [--benchmarks DIR] [--out benchmarks/results/fusion.json]
+
+Every solution is checked by the evaluator inside ``solve``; claimed latencies are the
+evaluator's. All solvers of one (benchmark, mode) run back to back in one process, so
+their ratios are measured under the same machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from math import exp, log
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.fusion import FusionProblem, parse_problem, parse_solution  # noqa: E402
+from solver.fusion.candidates import connected_op_sets  # noqa: E402
+from solver.fusion.evaluate import evaluate  # noqa: E402
+from solver.fusion.problem import Rules  # noqa: E402
+from solver.fusion.score import ScoringContext, score_subgraph  # noqa: E402
+from solver.fusion.solvers import solve  # noqa: E402
+
+MODES = ("per_native_k", "per_op")
+SOLVERS = ("unfused", "greedy", "cpsat")
+NEAR_BOUND = 1.02
+"""Greedy within 2% of the lower bound: scheduling quality barely matters there."""
+
+
+def load(directory: Path) -> dict[str, FusionProblem]:
+    found = {p.stem.removeprefix("mlsys-2026-"): parse_problem(json.loads(p.read_text()))
+             for p in directory.glob("mlsys-2026-*.json")}
+    return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
+
+
+def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
+                workers: int) -> list[dict]:
+    rows = []
+    for mode in MODES:
+        for name, problem in problems.items():
+            row: dict = {"benchmark": name, "mode": mode, "ops": problem.num_ops}
+            for solver in SOLVERS:
+                options = {"time_limit_s": time_limit, "workers": workers} \
+                    if solver == "cpsat" else {}
+                r = solve(problem, solver, reduction_cost=mode, **options)
+                row[solver] = r.total_latency
+                row[f"{solver}_s"] = r.wall_time_s
+                if solver == "cpsat":
+                    row["status"], row["gap"] = r.status, r.gap
+                row["bound"] = r.lower_bounds.total
+            row["greedy/cpsat"] = row["greedy"] / row["cpsat"]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def evaluator_speed(problem: FusionProblem, repeats: int = 5) -> dict:
+    """Median wall time of a full evaluation (fresh caches) of the greedy solution."""
+    solution = parse_solution(solve(problem, "greedy").solution.model_dump())
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        verdict = evaluate(problem, solution)
+        times.append(time.perf_counter() - started)
+        assert verdict.valid
+    return {"ops": problem.num_ops, "subgraphs": len(solution.subgraphs),
+            "median_s": statistics.median(times), "max_s": max(times)}
+
+
+def scorer_speed(problems: dict[str, FusionProblem], samples: int = 400) -> dict:
+    """Mean time to score a random connected subgraph at one random legal granularity,
+    cold (a fresh context per problem, every call a cache miss)."""
+    rng = random.Random(0)
+    total, count = 0.0, 0
+    for problem in problems.values():
+        ctx = ScoringContext(problem, Rules())
+        sets = connected_op_sets(ctx.graph, range(problem.num_ops), 2000).sets
+        cases = []
+        for ops in rng.sample(sets, min(len(sets), samples // len(problems))):
+            grans = ctx.granularities(ops)
+            if grans:
+                cases.append((ops, rng.choice(grans)))
+        for ops, gran in cases:
+            started = time.perf_counter()
+            score_subgraph(ctx, ops, gran, "raster")
+            total += time.perf_counter() - started
+            count += 1
+    return {"samples": count, "mean_ms": 1000 * total / max(1, count)}
+
+
+def geomean(values: list[float]) -> float:
+    return exp(sum(log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| benchmark | mode | ops | lower bound | unfused | greedy | cpsat | cpsat status | "
+           "unfused/greedy | greedy/bound | greedy/cpsat | cpsat/bound | gap | greedy s | "
+           "cpsat s |", "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['benchmark']} | {r['mode']} | {r['ops']} | {r['bound']:,.1f} | "
+                   f"{r['unfused']:,.1f} | {r['greedy']:,.1f} | {r['cpsat']:,.1f} | "
+                   f"{r['status']} | {r['unfused'] / r['greedy']:.3f} | "
+                   f"{r['greedy'] / r['bound']:.3f} | {r['greedy/cpsat']:.4f} | "
+                   f"{r['cpsat'] / r['bound']:.3f} | {r['gap']:.1%} | {r['greedy_s']:.1f} | "
+                   f"{r['cpsat_s']:.1f} |")
+    for mode in MODES:
+        far = [r for r in rows if r["mode"] == mode and r["greedy"] > NEAR_BOUND * r["bound"]]
+        near = [r for r in rows if r["mode"] == mode and r not in far]
+        out.append(f"\n{mode}: geomean greedy/cpsat over benchmarks where greedy is > 2% above "
+                   f"the bound ({', '.join(r['benchmark'] for r in far)}): "
+                   f"{geomean([r['greedy/cpsat'] for r in far]):.4f}; elsewhere cpsat/bound "
+                   f"at most {max((r['cpsat'] / r['bound'] for r in near), default=1):.4f}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--benchmarks", type=Path,
+                        default=ROOT.parent / "shared" / "mlsys2026" / "benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fusion.json")
+    args = parser.parse_args()
+    problems = load(args.benchmarks)
+    largest = max(problems.values(), key=lambda p: p.num_ops)
+    speed = {"evaluation": evaluator_speed(largest), "scoring": scorer_speed(problems)}
+    print(json.dumps(speed), flush=True)
+    rows = run_solvers(problems, args.time_limit, args.workers)
+    print(table(rows))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"speed": speed, "rows": rows, "time_limit_s": args.time_limit,
+                                    "workers": args.workers}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Run the layout solvers on every example graph and preset; print and save the table.
+
+    .venv/bin/python benchmarks/layout.py [--time-limit 10] [--workers 2]
+        [--out benchmarks/results/layout.json]
+
+The baselines and ``cpsat`` of one (graph, preset) run back to back in one process.
+
+Each plan is checked by the evaluator (inside ``solve``); an invalid plan fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.layout import parse_graph  # noqa: E402
+from solver.layout import BASELINES, SOLVERS, solve  # noqa: E402
+from solver.layout.plan import plan_summary  # noqa: E402
+
+PRESETS = ("wormhole_n150", "blackhole_p150")
+COLUMNS = ("graph", "device", "solver", "total_latency_us", "vs dram", "best baseline / this",
+           "status", "gap", "L1 activations", "reshards", "reloads", "spills", "wall_s")
+
+
+def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
+    rows = []
+    for path in sorted(graph_dir.glob("*.json")):
+        graph = parse_graph(json.loads(path.read_text()))
+        for device in PRESETS:
+            summaries = []
+            for solver in (*BASELINES, *(s for s in SOLVERS if s not in BASELINES)):
+                plan = solve(graph, solver, device, time_limit_s=time_limit, workers=workers)
+                if plan.status == "invalid":
+                    raise SystemExit(f"{path.name} {device} {solver}: invalid plan "
+                                     f"{[v.kind for v in plan.violations]}")
+                summaries.append({**plan_summary(graph, plan), "gap": plan.stats.gap})
+            dram_total = summaries[0]["total_latency_us"]
+            best = min(s["total_latency_us"] for s in summaries if s["solver"] in BASELINES)
+            rows += [{**s, "vs_dram": dram_total / s["total_latency_us"],
+                      "vs_best_baseline": best / s["total_latency_us"]} for s in summaries]
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        lines.append(
+            f"| {r['graph']} | {r['device']} | {r['solver']} | {r['total_latency_us']:,.1f} | "
+            f"{r['vs_dram']:.2f}x | {r['vs_best_baseline']:.3f} | {r['status']} | "
+            f"{'' if r['gap'] is None else format(r['gap'], '.1%')} | "
+            f"{r['activations_in_l1']}/{r['activations']} | "
+            f"{r['reshards']} | {r['reloads']} | {r['spills']} | {r['wall_time_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks" / "layout")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "results" / "layout.json")
+    args = parser.parse_args()
+    rows = run(args.graphs, args.time_limit, args.workers)
+    print(markdown(rows))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Device descriptions for the layout family: the presets and the schema of a custom device.
+
+Pure data, so it lives in ``models``: the graph format accepts either a preset name or
+a full spec, and every plan echoes the spec it was computed for. Each preset constant
+carries its public source next to it; values marked *model assumption* are not
+published by the vendor and are our choice, overridable by a custom device.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Fidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class DeviceSpec(BaseModel):
+    """One accelerator chip as the cost model and the capacity rules see it."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    grid: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)] = Field(
+        description="worker grid [rows, cols]")
+    l1_size_bytes: PositiveInt = Field(description="L1 SRAM per core")
+    l1_unreserved_base_bytes: Annotated[int, Field(ge=0)] = Field(
+        description="first L1 byte the allocator may use (firmware and kernels sit below)")
+    l1_usage_cap: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.95, description="share of the unreserved L1 the optimizer may fill")
+    dram_bandwidth_gbps: PositiveFloat = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
+    clock_ghz: PositiveFloat = Field(description="AI clock, GHz")
+    l1_bytes_per_cycle: PositiveFloat = Field(
+        description="bytes one core reads or writes in its own L1 per cycle")
+    noc_bytes_per_cycle: PositiveFloat = Field(
+        description="bytes one core moves over the NoC per cycle")
+    tile_matmul_cycles: dict[Fidelity, PositiveInt] = Field(
+        description="cycles of one 32x32x32 tile matmul per math fidelity")
+    matmul_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.7, description="share of peak matmul throughput reached in practice")
+    dispatch_overhead_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        description="fixed cost of launching one op (and one reshard or spill), microseconds")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeviceSpec:
+        if self.l1_unreserved_base_bytes >= self.l1_size_bytes:
+            raise ValueError("l1_unreserved_base_bytes must be below l1_size_bytes")
+        missing = {"LoFi", "HiFi2", "HiFi3", "HiFi4"} - self.tile_matmul_cycles.keys()
+        if missing:
+            raise ValueError(f"tile_matmul_cycles needs every fidelity; missing {sorted(missing)}")
+        return self
+
+    @property
+    def grid_rc(self) -> tuple[int, int]:
+        return self.grid[0], self.grid[1]
+
+    @property
+    def cores(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def usable_l1_bytes(self) -> int:
+        """Per-core L1 the plan may fill: cap x (size - unreserved base), DESIGN.md 2.2."""
+        return math.floor(self.l1_usage_cap * (self.l1_size_bytes - self.l1_unreserved_base_bytes))
+
+
+# Tile-matmul cycles per fidelity and the 0.7 utilisation: DESIGN.md section 6
+# (HiFi4 = 64 cycles matches tt-mlir's perf-metrics peak of 65.5 TFLOP/s for an 8x8
+# Wormhole: 64 cores x 1 GHz x 2*32^3 / 64).
+_TILE_MATMUL_CYCLES: dict[Fidelity, int] = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
+
+_WORMHOLE_CHIP = dict(
+    # tt-mlir system descriptors (wormhole_b0): grid = 8x8, l1_size = 1499136,
+    # l1_unreserved_base = 103712; DESIGN.md section 6 gives the same size and
+    # ~101,000-104,000 for the base.
+    grid=[8, 8],
+    l1_size_bytes=1_499_136,
+    l1_unreserved_base_bytes=103_712,
+    l1_usage_cap=0.95,
+    # docs.tenstorrent.com/aibs/wormhole/specifications: n150 288 GB/s, AI clock 1 GHz;
+    # n300 576 GB/s for two ASICs, i.e. 288 GB/s per chip.
+    dram_bandwidth_gbps=288.0,
+    clock_ghz=1.0,
+    # tt-isa-documentation WormholeB0/NoC: 256-bit (32 B) flits, one flit per cycle per link.
+    noc_bytes_per_cycle=32.0,
+    # Model assumption: local L1 reads by the unpackers at twice the NoC link width.
+    l1_bytes_per_cycle=64.0,
+    tile_matmul_cycles=_TILE_MATMUL_CYCLES,
+    matmul_utilization=0.7,
+    # Model assumption: host dispatch of one cached program, microseconds.
+    dispatch_overhead_us=2.0,
+)
+
+PRESETS: dict[str, DeviceSpec] = {
+    "wormhole_n150": DeviceSpec(name="wormhole_n150", **_WORMHOLE_CHIP),
+    # One chip of the two on an n300 card: the same 8x8 worker grid and per-chip DRAM.
+    "wormhole_n300": DeviceSpec(name="wormhole_n300", **_WORMHOLE_CHIP),
+    "blackhole_p150": DeviceSpec(
+        name="blackhole_p150",
+        # DESIGN.md section 6: 10x13 worker grid (140 Tensix cores per
+        # docs.tenstorrent.com/aibs/blackhole/specifications), 1,572,864 B of L1 per core
+        # (tt-isa-documentation BlackholeA0: 1536 KiB), unreserved base 98,304 B.
+        grid=[10, 13],
+        l1_size_bytes=1_572_864,
+        l1_unreserved_base_bytes=98_304,
+        l1_usage_cap=0.95,
+        # docs.tenstorrent.com/aibs/blackhole/specifications: p150 512 GB/s, up to 1.35 GHz.
+        dram_bandwidth_gbps=512.0,
+        clock_ghz=1.35,
+        # tt-isa-documentation BlackholeA0/NoC: 512-bit (64 B) flits, one per cycle per link.
+        noc_bytes_per_cycle=64.0,
+        # Model assumption: Blackhole doubles Wormhole's local L1 bandwidth
+        # ("more L1 bandwidth", tt-isa-documentation BlackholeA0/TensixTile).
+        l1_bytes_per_cycle=128.0,
+        tile_matmul_cycles=_TILE_MATMUL_CYCLES,
+        matmul_utilization=0.7,
+        dispatch_overhead_us=2.0,  # model assumption, as for Wormhole
+    ),
+}
+DEFAULT_DEVICE = "wormhole_n150"

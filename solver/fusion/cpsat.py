@@ -1,0 +1,208 @@
+"""The ``cpsat`` fusion solver: CP-SAT over scored subgraph variants, globally or in windows.
+
+1. The greedy schedule is the incumbent (so the answer is never worse than greedy).
+2. When every connected op set of the graph fits the enumeration budget, one model covers
+   the whole graph: its optimum is optimal for the formulation (op sets up to the sizes
+   enumerated, at most one retained tensor per side).
+3. Otherwise (or with time left), a large-neighbourhood search frees windows of
+   consecutive subgraphs of the incumbent, enumerates the connected op sets of their ops,
+   and re-solves each window with the rest fixed (``cpsat_model.Window``); an improvement
+   replaces the window.
+
+A schedule whose latency reaches the problem's lower bound (compute or I/O) is optimal
+outright, and the search stops there.
+
+Every schedule is re-checked by the evaluator before it is returned.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from solver.fusion.candidates import connected_op_sets
+from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, objective_scale
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import lower_bounds
+from solver.fusion.schedule import Planned
+from solver.fusion.score import ScoringContext
+from solver.fusion.variants import Variant, make_variant, retention_options
+
+WHOLE_GRAPH_BUDGET = 3000
+"""Op sets enumerated for a whole-graph model; beyond it the search works in windows."""
+WINDOW_BUDGET = 600
+MAX_REPEATS = 3
+"""Most times one retaining variant may run (once per consumer of what it retains)."""
+WINDOW_OPS = (6, 24)
+"""Smallest and largest number of ops a window frees."""
+
+
+@dataclass
+class SearchResult:
+    """The best schedule found and what was proven about it."""
+
+    schedule: list[Variant]
+    optimal: bool
+    windows: int
+    improvements: int
+
+
+def as_variants(ctx: ScoringContext, planned: Sequence[Planned]) -> list[Variant]:
+    """A schedule of configured subgraphs as variants (the retention chain made explicit)."""
+    out: list[Variant] = []
+    resident: frozenset[int] = frozenset()
+    for item in planned:
+        shape = ctx.shape(item.ops)
+        out.append(Variant(item.ops, resident, item.retained,
+                           reads_from_slow=frozenset(shape.inputs) - resident,
+                           writes=frozenset(shape.outputs) - item.retained,
+                           latency=item.config.latency, config=item.config))
+        resident = item.retained
+    return out
+
+
+def as_planned(schedule: Sequence[Variant]) -> list[Planned]:
+    return [Planned(v.ops, v.config, v.retained_out) for v in schedule]
+
+
+def total(schedule: Sequence[Variant]) -> Fraction:
+    return sum((v.latency for v in schedule), Fraction(0))
+
+
+def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
+                 workers: int = 1) -> SearchResult:
+    """The best schedule found before ``deadline`` (a ``time.monotonic()`` value)."""
+    start = time.monotonic()
+    incumbent = as_variants(ctx, greedy(ctx, start + 0.5 * (deadline - start)))
+    floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost).total
+    if total(incumbent) <= floor:
+        return SearchResult(incumbent, True, 0, 0)
+    n = ctx.problem.num_ops
+    everything = connected_op_sets(ctx.graph, range(n), WHOLE_GRAPH_BUDGET)
+    windows = improvements = 0
+    if everything.complete:
+        window = Window(cover=frozenset(range(n)), available=frozenset(ctx.graph.graph_inputs),
+                        needed=frozenset(ctx.graph.graph_outputs))
+        found, optimal = _solve_window(ctx, window, everything.sets, incumbent, deadline,
+                                       seed, workers)
+        if found is not None and total(found) < total(incumbent):
+            incumbent, improvements = found, 1
+        return SearchResult(incumbent, optimal, 1, improvements)
+    rng = random.Random(seed)
+    size = WINDOW_OPS[0] * 2
+    stale = 0
+    while time.monotonic() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
+        a, b = _pick_window(incumbent, size, rng)
+        window, inside = _frame(ctx, incumbent, a, b)
+        sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET)
+        budget = min(deadline, time.monotonic() + max(1.0, 0.1 * (deadline - start)))
+        found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
+                                       workers)
+        windows += 1
+        if found is not None and total(found) < total(inside):
+            incumbent = incumbent[:a] + found + incumbent[b:]
+            improvements += 1
+            stale = 0
+            if total(incumbent) <= floor:
+                return SearchResult(incumbent, True, windows, improvements)
+        else:
+            stale += 1
+        size = min(WINDOW_OPS[1], size + 2) if optimal else max(WINDOW_OPS[0], size - 2)
+    return SearchResult(incumbent, False, windows, improvements)
+
+
+def _pick_window(schedule: Sequence[Variant], size: int, rng: random.Random) -> tuple[int, int]:
+    """A random run of consecutive subgraphs holding about ``size`` ops (at least two
+    subgraphs when there are two)."""
+    a = rng.randrange(len(schedule))
+    b, ops = a, 0
+    while b < len(schedule) and (ops < size or b - a < 2):
+        ops += len(schedule[b].ops)
+        b += 1
+    while a > 0 and b - a < 2:
+        a -= 1
+    return a, b
+
+
+def _frame(ctx: ScoringContext, schedule: Sequence[Variant], a: int,
+           b: int) -> tuple[Window, list[Variant]]:
+    """The window freeing ``schedule[a:b]``, with everything around it fixed."""
+    before, inside, after = schedule[:a], list(schedule[a:b]), schedule[b:]
+    available = set(ctx.graph.graph_inputs)
+    for v in before:
+        available |= v.writes
+    needed: set[int] = set()
+    written_after: set[int] = set()
+    for v in after:
+        needed |= v.reads_from_slow - available - written_after
+        written_after |= v.writes
+    needed |= set(ctx.graph.graph_outputs) - available - written_after
+    outside = {q for v in (*before, *after) for q in v.ops}
+    window = Window(
+        cover=frozenset(q for v in inside for q in v.ops) - outside,
+        available=frozenset(available),
+        resident=before[-1].retained_out if before else frozenset(),
+        needed=frozenset(needed),
+        handoff=inside[-1].retained_out if after else frozenset(),
+    )
+    return window, inside
+
+
+def _repeats(ctx: ScoringContext, variants: Sequence[Variant]) -> list[Variant]:
+    """Extra copies of the variants that retain a tensor other subgraphs also consume: a
+    model Boolean picks a variant once, but recomputing the same subgraph to hand the same
+    tensor to each of its consumers in turn can be optimal."""
+    extra = []
+    for v in variants:
+        if v.retained_out:
+            outside = {c for t in v.retained_out for c in ctx.graph.consumers[t]} - set(v.ops)
+            extra += [v] * (min(len(outside), MAX_REPEATS) - 1)
+    return extra
+
+
+def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int, ...]],
+                  incumbent: Sequence[Variant], deadline: float, seed: int,
+                  workers: int) -> tuple[list[Variant] | None, bool]:
+    """The best schedule of the window's variants, and whether it is proven optimal over
+    all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
+    set is scored with nothing retained before any retention variant is, and retention
+    variants only of op sets that fit without retention."""
+    scoring_ends = time.monotonic() + 0.6 * max(0.0, deadline - time.monotonic())
+    variants = list(incumbent)
+    seen = {(v.ops, v.retained_in, v.retained_out) for v in variants}
+    options = {ops: [(ops, r_in, r_out) for r_in, r_out in
+                     retention_options(ctx, ops, [window.resident], [window.handoff])]
+               for ops in sets}
+    plain_first = [o[0] for o in options.values() if o] + [k for o in options.values()
+                                                          for k in o[1:]]
+    fits = {v.ops for v in variants if not v.retained_in and not v.retained_out}
+    scored_all = True
+    for key in plain_first:
+        if time.monotonic() > scoring_ends:
+            scored_all = False
+            break
+        retains = bool(key[1] or key[2])
+        if key in seen or (retains and key[0] not in fits):
+            continue  # retention only adds to the working set: no fit without, none with
+        seen.add(key)
+        found = make_variant(ctx, *key)
+        if found is not None:
+            variants.append(found)
+            if not retains:
+                fits.add(key[0])
+    variants += _repeats(ctx, variants)
+    model, mv = build_model(window, variants, objective_scale(variants, ctx.unit))
+    add_hint(model, window, variants, mv, list(range(len(incumbent))))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
+    solver.parameters.random_seed = seed
+    solver.parameters.num_workers = max(1, workers)
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, False
+    return decode(solver, variants, mv), scored_all and status == cp_model.OPTIMAL

@@ -1,0 +1,220 @@
+"""The CP-SAT model that picks, orders and links scored subgraph variants in a window.
+
+A window is a stretch of a schedule with everything around it fixed: what slow memory holds
+when it starts, what the previous subgraph retained into it, what later subgraphs need
+from slow memory, and what its last subgraph must retain for the next. The whole graph is
+the window with nothing around it.
+
+* one Boolean per variant; every op of the window covered by at least one chosen variant
+  (covering an op twice is recomputation);
+* positions 1..n of the n chosen variants, all different (unit intervals in a NoOverlap);
+* availability (S4): a variant reading tensor ``t`` from slow memory comes after the
+  variant designated to write ``t`` first; whatever must be in slow memory at the end has
+  a designated writer;
+* retention (S5): a variant keeping ``R`` resident is immediately followed by one whose
+  retained-in set is exactly ``R`` (one link Boolean per compatible pair); the window's
+  boundary sets link to its first and last positions;
+* objective: the sum of the chosen variants' latencies in integer units.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from solver.fusion.variants import Variant
+
+MAX_OBJECTIVE = 2**50
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a sub-schedule must achieve, with the rest of the schedule fixed."""
+
+    cover: frozenset[int]
+    """Ops that no subgraph outside the window runs."""
+    available: frozenset[int]
+    """Tensors in slow memory when the window starts."""
+    resident: frozenset[int] = frozenset()
+    """Tensors the subgraph before the window retains into its first subgraph."""
+    needed: frozenset[int] = frozenset()
+    """Tensors that must be in slow memory when the window ends."""
+    handoff: frozenset[int] = frozenset()
+    """Tensors the window's last subgraph must retain for the subgraph after it."""
+
+
+@dataclass
+class ModelVars:
+    """Handles to the decision variables, for hints and decoding."""
+
+    chosen: list[cp_model.IntVar]
+    position: list[cp_model.IntVar]
+    count: cp_model.IntVar
+    links: dict[tuple[int, int], cp_model.IntVar]
+    designated: dict[tuple[int, int], cp_model.IntVar]
+    written_at: dict[int, cp_model.IntVar]
+
+
+START, END = -1, -2
+"""Link endpoints for the window's boundary (the subgraphs just before and after it)."""
+
+
+def objective_scale(variants: Sequence[Variant], unit: int) -> Fraction:
+    """Integer units per latency unit: the problem's exact unit when the objective fits in
+    the solver's integers, else the finest power-of-ten fraction of it that does."""
+    total = sum(v.latency for v in variants) or Fraction(1)
+    scale = Fraction(unit)
+    while total * scale > MAX_OBJECTIVE:
+        scale /= 10
+    return scale
+
+
+def build_model(window: Window, variants: Sequence[Variant],
+                scale: Fraction) -> tuple[cp_model.CpModel, ModelVars]:
+    model = cp_model.CpModel()
+    horizon = max(1, len(window.cover) + 1)
+    chosen = [model.new_bool_var(f"x{i}") for i in range(len(variants))]
+    position = [model.new_int_var(0, horizon, f"pos{i}") for i in range(len(variants))]
+    count = model.new_int_var(1, horizon, "count")
+    model.add(sum(chosen) == count)
+    intervals = [model.new_optional_fixed_size_interval_var(p, 1, x, f"slot{i}")
+                 for i, (x, p) in enumerate(zip(chosen, position, strict=True))]
+    model.add_no_overlap(intervals)
+    for x, p in zip(chosen, position, strict=True):
+        model.add(p >= 1).only_enforce_if(x)
+        model.add(p <= count).only_enforce_if(x)
+        model.add(p == 0).only_enforce_if(~x)
+    _coverage(model, window, variants, chosen)
+    designated, written_at = _availability(model, window, variants, chosen, position, horizon)
+    links = _retention(model, window, variants, chosen, position, count)
+    model.minimize(sum(round(v.latency * scale) * x for v, x in zip(variants, chosen, strict=True)))
+    return model, ModelVars(chosen, position, count, links, designated, written_at)
+
+
+def _coverage(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
+              chosen: Sequence[cp_model.IntVar]) -> None:
+    covering: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for v, x in zip(variants, chosen, strict=True):
+        for op in v.ops:
+            covering[op].append(x)
+    for op in sorted(window.cover):
+        model.add_bool_or(covering[op])
+
+
+def _availability(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
+                  chosen: Sequence[cp_model.IntVar], position: Sequence[cp_model.IntVar],
+                  horizon: int) -> tuple[dict, dict]:
+    """Each tensor read from slow memory, or needed there at the end, has one designated
+    writer, placed before every reader."""
+    writers: dict[int, list[int]] = defaultdict(list)
+    readers: dict[int, list[int]] = defaultdict(list)
+    for i, v in enumerate(variants):
+        for t in v.writes:
+            writers[t].append(i)
+        for t in v.reads_from_slow:
+            readers[t].append(i)
+    designated: dict[tuple[int, int], cp_model.IntVar] = {}
+    written_at: dict[int, cp_model.IntVar] = {}
+    for t in sorted((set(readers) | window.needed) - window.available):
+        ds = []
+        for i in writers[t]:
+            d = designated[t, i] = model.new_bool_var(f"w{t}_{i}")
+            model.add_implication(d, chosen[i])
+            ds.append(d)
+        if t in window.needed:
+            model.add_exactly_one(ds)
+        else:
+            model.add_at_most_one(ds)
+        if not readers[t]:
+            continue
+        at = written_at[t] = model.new_int_var(0, horizon, f"written{t}")
+        for i in writers[t]:
+            model.add(at == position[i]).only_enforce_if(designated[t, i])
+        for r in readers[t]:
+            model.add_bool_or(ds).only_enforce_if(chosen[r])
+            model.add(position[r] > at).only_enforce_if(chosen[r])
+    return designated, written_at
+
+
+def _retention(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
+               chosen: Sequence[cp_model.IntVar], position: Sequence[cp_model.IntVar],
+               count: cp_model.IntVar) -> dict[tuple[int, int], cp_model.IntVar]:
+    """A variant keeping R resident is followed at once by one whose retained-in set is R;
+    START keeps ``window.resident`` for position 1, END receives ``window.handoff``."""
+    receivers: dict[frozenset[int], list[int]] = defaultdict(list)
+    for j, v in enumerate(variants):
+        if v.retained_in:
+            receivers[v.retained_in].append(j)
+    if window.handoff:
+        receivers[window.handoff].append(END)
+    senders = [(i, v.retained_out) for i, v in enumerate(variants) if v.retained_out]
+    if window.resident:
+        senders.append((START, window.resident))
+    links: dict[tuple[int, int], cp_model.IntVar] = {}
+    outgoing: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    incoming: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    for i, kept in senders:
+        for j in receivers.get(kept, ()):
+            if i == j or (i == START and j == END):
+                continue
+            z = links[i, j] = model.new_bool_var(f"link{i}_{j}")
+            if i == START:
+                model.add(position[j] == 1).only_enforce_if(z)
+            elif j == END:
+                model.add(position[i] == count).only_enforce_if(z)
+            else:
+                model.add(position[j] == position[i] + 1).only_enforce_if(z)
+            for k in (i, j):
+                if k >= 0:
+                    model.add_implication(z, chosen[k])
+            outgoing[i].append(z)
+            incoming[j].append(z)
+    for i, _ in senders:
+        if i == START:
+            model.add_exactly_one(outgoing[i])
+        else:
+            model.add(sum(outgoing[i]) == 1).only_enforce_if(chosen[i])
+    for j in [k for ks in receivers.values() for k in ks]:
+        if j == END:
+            model.add_exactly_one(incoming[j])
+        else:
+            model.add(sum(incoming[j]) == 1).only_enforce_if(chosen[j])
+    return links
+
+
+def decode(solver: cp_model.CpSolver, variants: Sequence[Variant],
+           mv: ModelVars) -> list[Variant]:
+    """The chosen variants in execution order."""
+    picked = [i for i, x in enumerate(mv.chosen) if solver.boolean_value(x)]
+    picked.sort(key=lambda i: solver.value(mv.position[i]))
+    return [variants[i] for i in picked]
+
+
+def add_hint(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
+             mv: ModelVars, sequence: Sequence[int]) -> None:
+    """Hint a known schedule of the window, given as variant indices in execution order,
+    including the designated writers (first writer of each tensor) and the links."""
+    order = {i: p + 1 for p, i in enumerate(sequence)}
+    for i, (x, pos) in enumerate(zip(mv.chosen, mv.position, strict=True)):
+        model.add_hint(x, i in order)
+        model.add_hint(pos, order.get(i, 0))
+    model.add_hint(mv.count, len(sequence))
+    first_writer: dict[int, int] = {}
+    for i in sequence:
+        for t in variants[i].writes:
+            first_writer.setdefault(t, i)
+    for (t, i), d in mv.designated.items():
+        model.add_hint(d, first_writer.get(t) == i)
+    for t, at in mv.written_at.items():
+        model.add_hint(at, order.get(first_writer.get(t, -1), 0))
+    for (i, j), z in mv.links.items():
+        if i == START:
+            model.add_hint(z, order.get(j) == 1)
+        elif j == END:
+            model.add_hint(z, order.get(i) == len(sequence))
+        else:
+            model.add_hint(z, i in order and j in order and order[j] == order[i] + 1)

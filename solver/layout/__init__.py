@@ -1,0 +1,110 @@
+"""The ``layout`` family: TTNN-style L1/DRAM sharding on a Tensix-like device.
+
+The solver registry maps a name to a policy that turns an analysed problem into an
+``Assignment``; ``solve`` runs it, builds the plan and has the independent evaluator
+check it. A new solver (``cpsat``, a batch-compare tool) registers here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from models.device import DeviceSpec
+from models.errors import InputValidationError, Issue
+from models.layout import LayoutGraph, LayoutPlan
+from solver.layout import cpsat, dfsharding, dram, greedy
+from solver.layout.evaluate import evaluate
+from solver.layout.explain import explain as explain_plan
+from solver.layout.ops import DEFAULT_MAX_CONFIGS
+from solver.layout.plan import Assignment, build_plan
+from solver.layout.problem import LayoutProblem, analyze, resolve_device
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Knobs every solver receives; heuristics ignore the ones they have no use for."""
+
+    time_limit_s: float = 10.0
+    seed: int = 0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a policy returns: its decisions plus, for exact solvers, proof information."""
+
+    assignment: Assignment
+    status: str = "feasible"
+    objective: float | None = None
+    best_bound: float | None = None
+    gap: float | None = None
+
+
+Policy = Callable[[LayoutProblem, SolveOptions], Outcome]
+
+
+def _heuristic(assign: Callable[[LayoutProblem], Assignment]) -> Policy:
+    return lambda problem, _options: Outcome(assign(problem))
+
+
+BASELINE_POLICIES: dict[str, Callable[[LayoutProblem], Assignment]] = {
+    "dram": dram.assign,
+    "dfsharding": dfsharding.assign,
+    "greedy": greedy.assign,
+}
+BASELINES = tuple(BASELINE_POLICIES)
+
+
+def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
+    """The CP-SAT model (``cpsat.py``) hinted with the best baseline; the better of the two
+    plans (by the plan's own total) is the answer, so it is never worse than a baseline.
+    The model's plan must also pass the evaluator, or the baseline's is kept."""
+    started = time.perf_counter()
+    priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
+              for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
+    best_total, best = min(priced, key=lambda p: p[0])
+    found = cpsat.solve_model(problem, best, started + options.time_limit_s, options.seed,
+                              options.workers)
+    if found.assignment is None:
+        return Outcome(best)
+    plan = build_plan(problem, found.assignment, "cpsat", 0.0)
+    if plan.total_latency_us > best_total or not evaluate(problem, plan).valid:
+        return Outcome(best)
+    gap = (found.objective_us - found.bound_us) / found.objective_us if found.objective_us else 0.0
+    return Outcome(found.assignment, "optimal" if found.optimal else "feasible",
+                   found.objective_us, found.bound_us, max(0.0, gap))
+
+
+SOLVERS: dict[str, Policy] = {
+    "cpsat": _global,
+    **{name: _heuristic(assign) for name, assign in BASELINE_POLICIES.items()},
+}
+
+
+def solve(graph: LayoutGraph, solver: str = "cpsat", device: str | DeviceSpec | None = None,
+          *, time_limit_s: float = 10.0, seed: int = 0, workers: int = 1,
+          max_configs: int = DEFAULT_MAX_CONFIGS, explain: bool = False) -> LayoutPlan:
+    """Plan ``graph`` with the named solver; the evaluator's verdict is in the plan, and with
+    ``explain`` the differences from the best baseline's plan."""
+    if solver not in SOLVERS:
+        raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; choose one "
+                                          f"of {sorted(SOLVERS)}", "solver.unknown")], "request")
+    started = time.perf_counter()
+    problem = analyze(graph, resolve_device(graph, device), max_configs)
+    outcome = SOLVERS[solver](problem, SolveOptions(time_limit_s, seed, workers))
+    plan = build_plan(problem, outcome.assignment, solver, 0.0, outcome.status,
+                      outcome.objective, outcome.best_bound, outcome.gap)
+    verdict = evaluate(problem, plan)
+    wall = time.perf_counter() - started
+    stats = plan.stats.model_copy(update={"wall_time_s": wall})
+    if not verdict.valid:
+        return plan.model_copy(update={"stats": stats, "status": "invalid",
+                                       "violations": verdict.violations})
+    plan = plan.model_copy(update={"stats": stats})
+    if explain:
+        resolved = problem.device
+        baselines = {b: solve(graph, b, resolved, max_configs=max_configs) for b in BASELINES}
+        plan = plan.model_copy(update={"explanation": explain_plan(graph, plan, baselines)})
+    return plan

@@ -1,0 +1,66 @@
+"""The analytical roofline of DESIGN.md 2.2, in microseconds.
+
+An op costs ``max(compute, memory) + dispatch``. Memory time adds DRAM bytes over the
+DRAM bandwidth and, per core, L1 bytes over the local L1 bandwidth and NoC bytes over
+the NoC bandwidth. The memory time of an operand depends only on the operand's own
+memory configuration, which is what lets the CP-SAT model write an op's latency as a
+per-configuration term plus one term per operand (see ``Candidate``).
+"""
+
+from __future__ import annotations
+
+from models.device import DeviceSpec
+from solver.layout.memory import Geometry, MemConfig
+
+BYTES_PER_US_PER_GBPS = 1e3  # 1 GB/s = 1e9 B/s = 1e3 B/us
+CYCLES_PER_US_PER_GHZ = 1e3
+
+
+def dram_us(device: DeviceSpec, nbytes: float) -> float:
+    return nbytes / (device.dram_bandwidth_gbps * BYTES_PER_US_PER_GBPS)
+
+
+def noc_us(device: DeviceSpec, bytes_per_core: float) -> float:
+    return bytes_per_core / (device.noc_bytes_per_cycle * device.clock_ghz * CYCLES_PER_US_PER_GHZ)
+
+
+def l1_us(device: DeviceSpec, bytes_per_core: float) -> float:
+    return bytes_per_core / (device.l1_bytes_per_cycle * device.clock_ghz * CYCLES_PER_US_PER_GHZ)
+
+
+def cycles_us(device: DeviceSpec, cycles: float) -> float:
+    return cycles / (device.clock_ghz * CYCLES_PER_US_PER_GHZ)
+
+
+def access_us(device: DeviceSpec, geom: Geometry, cfg: MemConfig) -> float:
+    """Time for an op to read (or write) a whole tensor held in ``cfg``.
+
+    DRAM: all bytes over the DRAM bandwidth. L1-interleaved: each core's share over
+    the NoC (pages sit round-robin on every core). Sharded: each core's shard from its
+    own L1.
+    """
+    if not cfg.is_l1:
+        return dram_us(device, geom.total_bytes)
+    per_core = geom.bytes_per_core(cfg, device.cores)
+    return l1_us(device, per_core) if cfg.is_sharded else noc_us(device, per_core)
+
+
+def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) -> float:
+    """A reshard, spill or reload: every byte is read from ``src`` and written to ``dst``.
+
+    DRAM sides move all bytes through the DRAM bandwidth; L1 sides move each core's
+    share of the bytes over the NoC, so the grids on both sides set the time. The copy
+    is a separate op and pays the dispatch overhead.
+    """
+    t = device.dispatch_overhead_us
+    for cfg in (src, dst):
+        if cfg.is_l1:
+            t += noc_us(device, geom.bytes_per_core(cfg, device.cores))
+        else:
+            t += dram_us(device, geom.total_bytes)
+    return t
+
+
+def matmul_cycles(device: DeviceSpec, tile_matmuls_per_core: float, fidelity: str) -> float:
+    """Cycles of the matrix unit on one core at the realistic utilisation."""
+    return tile_matmuls_per_core * device.tile_matmul_cycles[fidelity] / device.matmul_utilization

@@ -1,0 +1,43 @@
+"""Small layout graphs for the tests, built by hand so every number can be checked."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT
+
+EXAMPLES = sorted((ROOT / "benchmarks" / "layout").glob("*.json"))
+SMALL_EXAMPLE = ROOT / "app" / "examples" / "layout-mlp-small.json"
+PRESET_PAIR = ("wormhole_n150", "blackhole_p150")
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def tensor(name: str, shape: list[int], kind: str = "activation", dtype: str = "bf16") -> dict:
+    return {"name": name, "shape": shape, "dtype": dtype, "kind": kind}
+
+
+def op(name: str, op_type: str, inputs: list[str], outputs: list[str], **attrs: Any) -> dict:
+    return {"name": name, "type": op_type, "inputs": inputs, "outputs": outputs,
+            **({"attrs": attrs} if attrs else {})}
+
+
+# x -> linear(w, b) -> h -> relu -> y ; y + x -> out   (a residual fork on x)
+TINY: dict[str, Any] = {
+    "format": "layoutsat-graph", "version": 1, "name": "tiny",
+    "tensors": [tensor("x", [1, 128, 256], "input"), tensor("w", [256, 256], "constant"),
+                tensor("b", [256], "constant"), tensor("h", [1, 128, 256]),
+                tensor("y", [1, 128, 256]), tensor("out", [1, 128, 256])],
+    "ops": [op("fc", "linear", ["x", "w", "b"], ["h"]), op("act", "relu", ["h"], ["y"]),
+            op("res", "add", ["y", "x"], ["out"])],
+    "outputs": ["out"],
+}
+
+
+def tiny() -> dict[str, Any]:
+    return copy.deepcopy(TINY)

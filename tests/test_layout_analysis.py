@@ -1,0 +1,296 @@
+"""Shard arithmetic, legality rules, candidate generation and the cost model, pinned by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from models.device import PRESETS
+from models.layout import parse_graph
+from models.layout_ops import attrs_model
+from solver.layout import cost
+from solver.layout.memory import (
+    DRAM,
+    L1_INTERLEAVED,
+    Geometry,
+    MemConfig,
+    sharded,
+    sharded_configs,
+)
+from solver.layout.ops import Candidate, OperandSig, OpSig, build_candidate, candidates, input_rule
+from solver.layout.problem import analyze
+from tests.layout_fixtures import op, tensor, tiny
+
+WH, BH = PRESETS["wormhole_n150"], PRESETS["blackhole_p150"]
+BERT_ACT = Geometry.of([1, 384, 768], "bf16")  # 12 x 24 tiles
+
+
+# ------------------------------------------------------------------ shard arithmetic
+
+def test_tensors_collapse_to_2d_and_pad_to_tiles():
+    g = Geometry.of([2, 3, 100, 50], "bf16")
+    assert (g.rows, g.cols, g.ht, g.wt) == (600, 50, 19, 2)
+    assert Geometry.of([77], "f32").ht == 1 and Geometry.of([77], "f32").wt == 3
+
+
+@pytest.mark.parametrize(("dtype", "tile_bytes"),
+                         [("bf16", 2048), ("f32", 4096), ("bfp8", 1088), ("bfp4", 576)])
+def test_bytes_per_tile(dtype, tile_bytes):
+    assert Geometry.of([32, 32], dtype).total_bytes == tile_bytes
+
+
+@pytest.mark.parametrize(("cfg", "shard", "per_core"), [
+    (sharded("height_sharded", 1, 12), (32, 768), 24 * 2048),
+    (sharded("height_sharded", 1, 6), (64, 768), 48 * 2048),
+    (sharded("width_sharded", 1, 24), (384, 32), 12 * 2048),
+    (sharded("width_sharded", 1, 8), (384, 96), 36 * 2048),
+    (sharded("block_sharded", 4, 8), (96, 96), 9 * 2048),
+    (sharded("block_sharded", 6, 6), (64, 128), 8 * 2048),
+])
+def test_shard_shapes_and_bytes_per_core(cfg, shard, per_core):
+    assert BERT_ACT.shard_shape(cfg) == shard
+    assert BERT_ACT.bytes_per_core(cfg, 64) == per_core
+
+
+def test_interleaved_l1_costs_ceil_tiles_over_cores_and_dram_costs_no_l1():
+    assert BERT_ACT.bytes_per_core(L1_INTERLEAVED, 64) == math.ceil(288 / 64) * 2048
+    assert BERT_ACT.bytes_per_core(L1_INTERLEAVED, 130) == math.ceil(288 / 130) * 2048
+    assert BERT_ACT.bytes_per_core(DRAM, 64) == 0
+
+
+def test_grid_enumeration_dedupes_shard_shapes_keeps_every_core_busy_largest_first():
+    configs = sharded_configs(BERT_ACT, WH.grid_rc)
+    for layout in ("height_sharded", "width_sharded", "block_sharded"):
+        mine = [c for c in configs if c.layout == layout]
+        shapes = [BERT_ACT.shard_shape(c) for c in mine]
+        assert len(shapes) == len(set(shapes))
+        assert all(BERT_ACT.fits_grid(c) for c in mine)
+    heights = sorted(c.grid[1] for c in configs if c.layout == "height_sharded")
+    assert heights == [1, 2, 3, 4, 6, 12]  # 12 tile rows: 5 or 7..11 cores would idle one
+    assert not BERT_ACT.fits_grid(sharded("height_sharded", 1, 7))
+    cores = [c.grid[0] * c.grid[1] for c in configs]
+    assert cores == sorted(cores, reverse=True)
+    assert all(c.grid[0] <= 8 and c.grid[1] <= 8 for c in configs if c.layout == "block_sharded")
+
+
+def test_memory_config_text_round_trips():
+    for text in ("dram:interleaved", "l1:interleaved", "l1:block_sharded:4x8"):
+        assert MemConfig.parse(text).key == text
+    with pytest.raises(ValueError):
+        MemConfig.parse("l1:block_sharded:0x8")
+
+
+def test_usable_l1_is_95_percent_of_the_unreserved_l1():
+    assert WH.usable_l1_bytes == math.floor(0.95 * (1_499_136 - 103_712))
+    assert BH.usable_l1_bytes == math.floor(0.95 * (1_572_864 - 98_304))
+    assert WH.grid_rc == (8, 8) and BH.grid_rc == (10, 13)
+    assert PRESETS["wormhole_n300"].grid_rc == (8, 8)
+
+
+# --------------------------------------------------------------------- legality rules
+
+def sig(op_type: str, inputs: list[tuple], output: tuple, **attrs) -> OpSig:
+    def operand(spec: tuple) -> OperandSig:
+        shape, *rest = spec
+        return OperandSig(tuple(shape), rest[0] if rest else "bf16", "const" in rest)
+    return OpSig.of(op_type, attrs_model(op_type).model_validate(attrs),
+                    [operand(s) for s in inputs], [operand(output)])
+
+
+MATMUL = sig("matmul", [([384, 768],), ([768, 768],)], ([384, 768],))
+ADD = sig("add", [([384, 768],), ([384, 768],)], ([384, 768],))
+H12 = sharded("height_sharded", 1, 12)
+H6 = sharded("height_sharded", 1, 6)
+B48 = sharded("block_sharded", 4, 8)
+
+
+def rule_of(result) -> str:
+    assert isinstance(result, str), "expected a rule violation"
+    return result.split(":")[0]
+
+
+def test_matmul_output_is_never_l1_interleaved():
+    got = build_candidate(MATMUL, L1_INTERLEAVED, {}, WH)
+    assert rule_of(got) == "matmul.output_l1_interleaved"
+
+
+def test_matmul_rhs_is_never_sharded():
+    assert input_rule(MATMUL, H12, 1, H12).startswith("matmul.rhs_sharded")
+    assert input_rule(MATMUL, H12, 1, L1_INTERLEAVED) is None
+
+
+def test_matmul_program_configs_follow_the_output_sharding():
+    mm = {c.output.layout: c.program for c in candidates(MATMUL, WH, 4096) if c.output.is_sharded}
+    assert mm["height_sharded"]["program"] == "1d_mcast_in1"
+    assert mm["width_sharded"]["program"] == "1d_mcast_in0"
+    assert mm["block_sharded"]["program"] == "2d_mcast"
+    c = build_candidate(MATMUL, B48, {"in0_block_w": 2}, WH)
+    assert isinstance(c, Candidate)
+    assert c.program == {"program": "2d_mcast", "per_core_M": 3, "per_core_N": 3, "in0_block_w": 2,
+                         "out_subblock_h": 1, "out_subblock_w": 3}
+    assert B48 in c.accepts[0] and c.accepts[1].keys() == {DRAM, L1_INTERLEAVED}
+    assert rule_of(build_candidate(MATMUL, B48, {"in0_block_w": 5}, WH)) == "knobs.unknown"
+
+
+def test_binary_ops_reject_core_shrink_on_either_operand():
+    for i in (0, 1):
+        assert input_rule(ADD, H6, i, H12).startswith("binary.core_shrink")
+        assert input_rule(ADD, H12, i, H12) is None
+        assert input_rule(ADD, H12, i, H6).startswith("add.shard_mismatch")
+
+
+def test_constants_are_read_from_dram():
+    s = sig("add", [([384, 768],), ([384, 768], "bf16", "const")], ([384, 768],))
+    assert input_rule(s, H12, 1, L1_INTERLEAVED).startswith("operand.constant_dram")
+
+
+@pytest.mark.parametrize(("dim", "layout", "rule"), [
+    (-1, "height_sharded", None), (-1, "width_sharded", "concat.width_concat_needs_height_sharded"),
+    (-2, "width_sharded", None), (-2, "height_sharded", "concat.height_concat_needs_width_sharded"),
+    (-1, "block_sharded", "concat.block_sharded"), (0, "height_sharded", "concat.interleaved_only"),
+])
+def test_concat_layout_rules(dim, layout, rule):
+    ins = [([2, 128, 64],), ([2, 128, 64],)]
+    out = [2, 128, 128] if dim == -1 else [2, 256, 64] if dim == -2 else [4, 128, 64]
+    s = sig("concat", ins, (out,), dim=dim)
+    grid = (2, 2) if layout == "block_sharded" else (1, 2)
+    got = build_candidate(s, sharded(layout, *grid), {}, WH)
+    assert (rule_of(got) if isinstance(got, str) else None) == rule
+
+
+def test_concat_inputs_share_one_layout_and_grid():
+    s = sig("concat", [([256, 64],), ([256, 64],)], ([256, 128],), dim=-1)
+    out = sharded("height_sharded", 1, 8)
+    assert input_rule(s, out, 1, out) is None
+    assert input_rule(s, out, 1, sharded("height_sharded", 1, 4)).startswith("concat.inputs_share")
+    assert input_rule(s, L1_INTERLEAVED, 0, out).startswith("concat.inputs_share")
+
+
+@pytest.mark.parametrize("op_type", ["reshape", "permute"])
+def test_reshape_and_permute_reject_width_sharded_input(op_type):
+    attrs = {"perm": [1, 0]} if op_type == "permute" else {}
+    out = [384, 768] if op_type == "reshape" else [768, 384]
+    s = sig(op_type, [([384, 768],)], (out,), **attrs)
+    assert input_rule(s, DRAM, 0, sharded("width_sharded", 1, 24)).startswith(
+        f"{op_type}.width_sharded_input")
+    assert input_rule(s, DRAM, 0, H12) is None
+
+
+def test_slice_is_interleaved_only_and_embedding_output_never_sharded():
+    s = sig("slice", [([384, 768],)], ([384, 384],), starts=[0, 0], ends=[384, 384])
+    assert rule_of(build_candidate(s, H12, {}, WH)) == "slice.interleaved_only"
+    assert input_rule(s, DRAM, 0, H12).startswith("slice.interleaved_only")
+    e = sig("embedding", [([1, 384], "uint32"), ([30522, 768], "bf16", "const")], ([1, 384, 768],))
+    assert rule_of(build_candidate(e, H12, {}, WH)) == "embedding.output_sharded"
+    assert isinstance(build_candidate(e, L1_INTERLEAVED, {}, WH), Candidate)
+
+
+def test_conv2d_act_block_h_knob_and_scratch():
+    s = sig("conv2d", [([1, 56, 56, 64],), ([64, 64, 3, 3], "bfp8", "const")], ([1, 56, 56, 64],),
+            padding=[1, 1])
+    hs = [c for c in candidates(s, WH, 4096) if c.output.layout == "height_sharded"]
+    knobs = {dict(c.knobs)["act_block_h_override"] for c in hs}
+    assert knobs == {0, 64, 32}
+    by_output: dict = {}
+    for c in hs:
+        by_output.setdefault(c.output, []).append(c)
+    widest = next(cs for cs in by_output.values() if len(cs) == 3)  # shards of 3+ tile rows
+    scratch = {dict(c.knobs)["act_block_h_override"]: c.cb_bytes_per_core for c in widest}
+    assert scratch[32] < scratch[64] <= scratch[0]
+    assert rule_of(build_candidate(s, L1_INTERLEAVED, {"act_block_h_override": 0}, WH)) == (
+        "conv2d.output_l1_interleaved")
+
+
+def test_candidate_cap_keeps_interleaved_first_and_can_be_raised():
+    big = sig("matmul", [([1024, 1024],), ([1024, 1024],)], ([1024, 1024],))
+    few = candidates(big, WH)
+    many = candidates(big, WH, 4096)
+    assert len(few) == 64 < len(many)
+    assert few[0].output == DRAM and not few[1].output == L1_INTERLEAVED  # matmul: no L1i
+    assert [c.id for c in few] == [c.id for c in many[:64]]
+
+
+def test_every_op_of_every_example_has_a_dram_configuration():
+    from tests.layout_fixtures import EXAMPLES, load
+    for path in EXAMPLES:
+        p = analyze(parse_graph(load(path)), WH)
+        for info in p.ops.values():
+            assert any(c.output == DRAM for c in info.candidates), info.name
+
+
+# ----------------------------------------------------------------------- cost model
+
+def test_dram_noc_and_l1_times_by_hand():
+    assert cost.dram_us(WH, 288_000) == pytest.approx(1.0)  # 288 GB/s = 288,000 B/us
+    assert cost.dram_us(BH, 512_000) == pytest.approx(1.0)
+    assert cost.noc_us(WH, 32_000) == pytest.approx(1.0)  # 32 B/cycle at 1 GHz
+    assert cost.l1_us(BH, 128 * 1350) == pytest.approx(1.0)  # 128 B/cycle at 1.35 GHz
+
+
+def test_binary_add_in_dram_by_hand():
+    c = build_candidate(ADD, DRAM, {}, WH)
+    nbytes = 12 * 24 * 2048
+    read = nbytes / 288_000
+    assert c.compute_us == pytest.approx(math.ceil(288 / 64) * 32 / 1000)
+    assert c.latency_us([DRAM, DRAM]) == pytest.approx(3 * read + 2.0)
+    sharded_add = build_candidate(ADD, H12, {}, WH)
+    local = 24 * 2048 / 64_000  # one shard at 64 B/cycle
+    assert sharded_add.latency_us([H12, H12]) == pytest.approx(max(24 * 32 / 1000, 3 * local) + 2.0)
+
+
+def test_matmul_compute_by_hand():
+    c = build_candidate(MATMUL, B48, {"in0_block_w": 2}, WH)
+    tile_mms = 3 * 3 * 24  # per_core_M x per_core_N x Kt
+    cycles = tile_mms * 64 / 0.7 * (1 + 0.1 / 2)  # HiFi4 for bf16 operands
+    assert c.compute_us == pytest.approx(cycles / 1000)
+    assert c.cb_bytes_per_core == (2 * 3 * 2 + 2 * 2 * 3) * 2048
+
+
+def test_fidelity_follows_the_weight_dtype():
+    lofi = sig("matmul", [([384, 768],), ([768, 768], "bfp4", "const")], ([384, 768],))
+    hifi2 = sig("matmul", [([384, 768],), ([768, 768], "bfp8", "const")], ([384, 768],))
+    a = build_candidate(lofi, B48, {"in0_block_w": 2}, WH)
+    b = build_candidate(hifi2, B48, {"in0_block_w": 2}, WH)
+    assert b.compute_us == pytest.approx(2 * a.compute_us)
+
+
+def test_reshard_cost_by_hand():
+    p = analyze(parse_graph(tiny()), WH)
+    nbytes = 4 * 8 * 2048
+    spill = p.copy_us("h", sharded("height_sharded", 1, 4), DRAM)
+    assert spill == pytest.approx(2.0 + (nbytes / 4) / 32_000 + nbytes / 288_000)
+    reshard = p.copy_us("h", sharded("height_sharded", 1, 4), sharded("width_sharded", 1, 8))
+    assert reshard == pytest.approx(2.0 + (nbytes / 4) / 32_000 + (nbytes / 8) / 32_000)
+
+
+def test_measured_costs_replace_the_model_per_entry():
+    g = tiny()
+    g["measured"] = {
+        "ops": [{"op": "act", "config": "l1:height_sharded:1x4", "latency_us": 0.5}],
+        "reshards": [{"tensor": "h", "from": "dram:interleaved", "to": "l1:height_sharded:1x4",
+                      "latency_us": 7.0}]}
+    p = analyze(parse_graph(g), WH)
+    act = p.candidate("act", "l1:height_sharded:1x4")
+    assert act.latency_us([DRAM]) == 0.5
+    assert p.copy_us("h", DRAM, sharded("height_sharded", 1, 4)) == 7.0
+    assert p.copy_us("h", DRAM, sharded("height_sharded", 1, 2)) != 7.0
+
+
+def test_a_measured_config_that_is_illegal_is_rejected():
+    from models.errors import InputValidationError
+    g = tiny()
+    g["measured"] = {"ops": [{"op": "fc", "config": "l1:interleaved", "latency_us": 1.0}]}
+    with pytest.raises(InputValidationError) as info:
+        analyze(parse_graph(g), WH)
+    issue = info.value.issues[0]
+    assert issue.rule == "measured.config_illegal" and issue.path == "$.measured.ops[0].config"
+    assert "matmul.output_l1_interleaved" in issue.msg
+
+
+def test_identical_ops_share_one_candidate_table():
+    g = tiny()
+    g["tensors"].append(tensor("y2", [1, 128, 256]))
+    g["ops"].append(op("act2", "relu", ["h"], ["y2"]))
+    p = analyze(parse_graph(g), WH)
+    assert p.ops["act"].candidates == p.ops["act2"].candidates

@@ -1,0 +1,145 @@
+"""The ``cpsat`` layout solver: optimal over its decision space on tiny graphs (checked by
+exhaustive enumeration), valid and never worse than any baseline on every example graph."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from models.layout import parse_graph
+from solver.layout import BASELINES, solve
+from solver.layout.evaluate import evaluate
+from solver.layout.plan import Assignment, build_plan
+from solver.layout.problem import analyze, resolve_device
+from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
+
+ROUNDING_US = 0.01
+"""The model's objective is in whole nanoseconds; totals may differ by the rounding."""
+
+
+def exhaustive_best(graph, device: str, max_configs: int) -> float:
+    """The least plan total over every configuration, read and spill choice (a spill of an
+    L1 home after any step from its producer's to the one before its last consumer) that
+    the evaluator accepts: the model's decision space, enumerated."""
+    problem = analyze(graph, resolve_device(graph, device), max_configs)
+    order = problem.order
+    step = {op: k for k, op in enumerate(order)}
+    best = float("inf")
+    for combo in itertools.product(*[problem.ops[name].candidates for name in order]):
+        configs = dict(zip(order, combo, strict=True))
+        spill_options = []
+        for name, t in problem.tensors.items():
+            if t.producer and configs[t.producer].output.is_l1 and t.consumers:
+                last = max(step[user] for user, _ in t.consumers)
+                spill_options.append([(name, None)] + [(name, k) for k in
+                                                       range(step[t.producer], last)])
+        choices = [list(itertools.product(*[sorted(acc, key=lambda m: m.key)
+                                            for acc in c.accepts])) for c in combo]
+        for reads in itertools.product(*choices):
+            for spills in itertools.product(*spill_options):
+                a = Assignment(list(order), configs,
+                               {name: list(rs) for name, rs in zip(order, reads, strict=True)},
+                               {t: k for t, k in spills if k is not None})
+                plan = build_plan(problem, a, "exhaustive", 0.0)
+                if plan.total_latency_us < best and evaluate(problem, plan).valid:
+                    best = plan.total_latency_us
+    return best
+
+
+@pytest.mark.parametrize("device", PRESET_PAIR)
+@pytest.mark.parametrize("max_configs", [2, 3, 4])
+def test_optimum_equals_exhaustive_search_on_a_tiny_graph(device, max_configs):
+    graph = parse_graph(tiny())
+    plan = solve(graph, "cpsat", device, time_limit_s=20, max_configs=max_configs)
+    assert plan.status == "optimal"
+    assert plan.total_latency_us == pytest.approx(exhaustive_best(graph, device, max_configs),
+                                                  abs=ROUNDING_US)
+    assert plan.stats.objective == pytest.approx(plan.total_latency_us, abs=ROUNDING_US)
+
+
+RESIDUAL_SHAPE = [1, 256, 1024]
+RESIDUAL = {  # t1 lives across b and c: keep it in L1, spill it, or never put it there
+    "format": "layoutsat-graph", "version": 1, "name": "residual",
+    "tensors": [tensor(n, RESIDUAL_SHAPE, "input" if n == "x" else "activation")
+                for n in ("x", "t1", "t2", "t3", "out")],
+    "ops": [op("a", "relu", ["x"], ["t1"]), op("b", "gelu", ["t1"], ["t2"]),
+            op("c", "relu", ["t2"], ["t3"]), op("d", "add", ["t3", "t1"], ["out"])],
+    "outputs": ["out"]}
+
+
+@pytest.mark.parametrize("usable_l1", [14_000, 18_000, 22_000, 40_000])
+def test_optimum_equals_exhaustive_search_under_l1_pressure(usable_l1):
+    """A residual fork on devices from barely-fitting to roomy: the optimal plan changes
+    with the capacity, and always equals the enumeration (spills included)."""
+    graph = parse_graph(RESIDUAL)
+    spec = resolve_device(graph, "wormhole_n150")
+    device = spec.model_copy(update={
+        "name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
+        "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
+    plan = solve(graph, "cpsat", device, time_limit_s=20, max_configs=3)
+    assert plan.status == "optimal"
+    assert plan.total_latency_us == pytest.approx(exhaustive_best(graph, device, 3),
+                                                  abs=ROUNDING_US)
+
+
+@pytest.mark.parametrize("device", PRESET_PAIR)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_valid_and_never_worse_than_any_baseline(path, device):
+    graph = parse_graph(load(path))
+    plan = solve(graph, "cpsat", device, time_limit_s=3, workers=2)
+    assert plan.status in {"optimal", "feasible"} and not plan.violations
+    for baseline in BASELINES:
+        assert plan.total_latency_us <= solve(graph, baseline, device).total_latency_us + 1e-9
+
+
+@pytest.mark.parametrize("name", ["mlp-block", "resnet50-bottleneck"])
+def test_small_examples_are_proven_optimal_and_beat_every_baseline(name):
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == name)))
+    for device in PRESET_PAIR:
+        plan = solve(graph, "cpsat", device)
+        assert plan.status == "optimal" and plan.stats.gap == 0
+        best = min(solve(graph, b, device).total_latency_us for b in BASELINES)
+        assert plan.total_latency_us < best
+
+
+def test_the_l1_capacity_binds_on_a_small_device():
+    """With L1 shrunk the plan changes, and every step still fits (the evaluator checks)."""
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "resnet50-bottleneck")))
+    roomy = solve(graph, "cpsat", "wormhole_n150")
+    spec = resolve_device(graph, "wormhole_n150")
+    peak = max(s.bytes_per_core for s in roomy.l1_timeline)
+    floor = max(s.bytes_per_core for s in solve(graph, "dram", "wormhole_n150").l1_timeline)
+    assert floor < peak
+    small = spec.model_copy(update={
+        "name": "small-l1", "l1_usage_cap": 1.0,
+        "l1_size_bytes": spec.l1_unreserved_base_bytes + (floor + peak) // 2})
+    tight = solve(graph, "cpsat", small)
+    assert not tight.violations
+    assert max(s.bytes_per_core for s in tight.l1_timeline) < peak
+    assert tight.total_latency_us >= roomy.total_latency_us
+
+
+def test_beyond_the_model_size_the_best_baseline_is_returned(monkeypatch):
+    monkeypatch.setattr("solver.layout.cpsat.MAX_MODEL_OPS", 3)
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "bert-base-layer")))
+    plan = solve(graph, "cpsat", "wormhole_n150")
+    best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
+    assert plan.status == "feasible" and plan.total_latency_us == best
+
+
+def test_explanation_names_the_decisions_that_differ_from_the_best_baseline():
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "resnet50-bottleneck")))
+    plan = solve(graph, "cpsat", "wormhole_n150", explain=True)
+    e = plan.explanation
+    baselines = {b: solve(graph, b, "wormhole_n150") for b in BASELINES}
+    best = min(baselines, key=lambda b: baselines[b].total_latency_us)
+    assert e.baseline == best
+    assert e.speedup_vs[best] == pytest.approx(baselines[best].total_latency_us
+                                               / plan.total_latency_us)
+    assert e.ops and all((d.config, d.inputs) != (d.baseline_config, d.baseline_inputs)
+                         for d in e.ops)
+    saved = e.op_time_saved_us + e.copy_and_spill_time_saved_us
+    assert saved == pytest.approx(baselines[best].total_latency_us - plan.total_latency_us)
+    assert f"vs {best}" in e.summary
+    assert solve(graph, "cpsat", "wormhole_n150").explanation is None

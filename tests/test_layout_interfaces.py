@@ -1,0 +1,116 @@
+"""``layoutsat layout`` and ``/v1/layout``: exit codes, status codes, error shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.main import create_app
+from tests.layout_fixtures import SMALL_EXAMPLE, load, tiny
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app())
+
+
+def write(tmp_path, name: str, data) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_validate_accepts_a_layout_graph():
+    r = runner.invoke(cli, ["validate", str(SMALL_EXAMPLE)])
+    assert r.exit_code == 0 and "valid layout graph 'mlp-small'" in r.output
+    r = runner.invoke(cli, ["validate", "--json", str(SMALL_EXAMPLE)])
+    assert json.loads(r.stdout)["family"] == "layout"
+
+
+def test_validate_names_every_fault_of_a_bad_layout_graph(tmp_path):
+    g = tiny()
+    g["ops"][1]["inputs"] = ["nope"]
+    g["tensors"][4]["shape"] = [2]
+    r = runner.invoke(cli, ["validate", write(tmp_path, "g.json", g)])
+    assert r.exit_code == 1
+    assert "$.ops[1].inputs[0]: op 'act' refers to unknown tensor 'nope'" in r.stderr
+
+
+def test_solve_writes_a_plan_that_evaluate_accepts(tmp_path):
+    plan = tmp_path / "plan.json"
+    r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), "-o", str(plan),
+                            "--solver", "dfsharding", "--device", "blackhole_p150"])
+    assert r.exit_code == 0, r.output
+    assert "dfsharding on blackhole_p150: feasible" in r.output
+    assert json.loads(plan.read_text())["device"]["name"] == "blackhole_p150"
+    r = runner.invoke(cli, ["layout", "evaluate", str(SMALL_EXAMPLE), str(plan)])
+    assert r.exit_code == 0 and "valid plan" in r.output
+
+
+def test_evaluate_exits_1_with_the_violations(tmp_path):
+    plan = tmp_path / "plan.json"
+    runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), "-o", str(plan)])
+    data = json.loads(plan.read_text())
+    data["total_latency_us"] = 1.0
+    r = runner.invoke(cli, ["layout", "evaluate", str(SMALL_EXAMPLE),
+                            write(tmp_path, "bad.json", data), "--json"])
+    assert r.exit_code == 1
+    body = json.loads(r.stdout)
+    assert body["valid"] is False and body["violations"][0]["kind"] == "total.mismatch"
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--solver", "magic"], "unknown solver 'magic'"),
+    (["--device", "tpu"], "unknown device preset 'tpu'"),
+])
+def test_solve_rejects_unknown_names(args, fragment):
+    r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), *args])
+    assert r.exit_code == 1 and fragment in r.stderr
+
+
+def test_solve_json_summary_and_schema_command():
+    r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), "--solver", "dram", "--json"])
+    body = json.loads(r.stdout)
+    assert body["activations_in_l1"] == 0 and body["status"] == "feasible"
+    r = runner.invoke(cli, ["layout", "schema"])
+    assert json.loads(r.stdout)["title"] == "LayoutGraph"
+
+
+def test_api_solve_and_evaluate(client):
+    graph = load(SMALL_EXAMPLE)
+    r = client.post("/v1/layout/solve", json={"graph": graph, "solver": "greedy"})
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["status"] == "feasible" and plan["solver"] == "greedy"
+    assert all("from" in c for c in plan["reshards"] + plan["reloads"])
+    r = client.post("/v1/layout/evaluate", json={"graph": graph, "plan": plan})
+    assert r.status_code == 200 and r.json()["valid"] is True
+    plan["ops"][plan["schedule"][0]]["latency_us"] += 5
+    r = client.post("/v1/layout/evaluate", json={"graph": graph, "plan": plan})
+    assert r.json()["valid"] is False
+
+
+def test_api_reports_graph_faults_under_graph(client):
+    g = tiny()
+    g["tensors"][0]["dtype"] = "int8"
+    r = client.post("/v1/layout/solve", json={"graph": g})
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["path"] == "$.graph.tensors[0].dtype"
+
+
+@pytest.mark.parametrize("body", [{"graph": {}, "time_limit_s": 0},
+                                  {"graph": {}, "solver": "magic", "extra": 1}, {}])
+def test_api_rejects_bad_requests_with_422(client, body):
+    r = client.post("/v1/layout/solve", json=body)
+    assert r.status_code == 422 and r.json()["errors"]
+
+
+def test_openapi_lists_the_layout_routes(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/layout/solve", "/v1/layout/evaluate"} <= paths.keys()
