@@ -48,6 +48,16 @@ def test_cli_evaluate_agrees_with_the_solution_it_was_given(tmp_path, mode):
     assert report["valid"] and report["claimed_match"] and report["total_latency"] == total
 
 
+def test_cli_solve_takes_the_output_as_an_option_too(tmp_path):
+    out = tmp_path / "solution.json"
+    r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--solver", "unfused", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert evaluate(parse_problem(load(BENCH_3)), parse_solution(json.loads(out.read_text())),
+                    strict=True).valid
+    clash = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), str(out), "-o", "other.json"])
+    assert clash.exit_code == 2 and "--output" in clash.output
+
+
 def test_cli_evaluate_rejects_a_solution_that_misses_an_op(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"subgraphs": [[0]], "granularities": [[128, 128, 1]],

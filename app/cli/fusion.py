@@ -36,6 +36,8 @@ def solve_command(
     problem_file: Annotated[Path, typer.Argument(help="Problem JSON (contest format).")],
     output: Annotated[Path | None, typer.Argument(
         help="Write the contest solution JSON here (as the contest's ./mlsys in out).")] = None,
+    output_option: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Same as OUT (the layout family's spelling).")] = None,
     solver: Annotated[str, typer.Option(help=f"One of {', '.join(SOLVERS)}.",
                                         callback=_solver)] = DEFAULT_SOLVER,
     time_limit: Annotated[float | None, typer.Option(
@@ -49,6 +51,10 @@ def solve_command(
     = False,
 ) -> None:
     """Schedule the problem; the answer is checked by the evaluator before it is printed."""
+    if output and output_option and output != output_option:
+        raise typer.BadParameter(f"OUT is {output} but --output is {output_option}; give one",
+                                 param_hint="--output")
+    output = output or output_option
     options = {"reduction_cost": reduction_cost, "seed": seed, "workers": workers}
     if time_limit is not None:
         options["time_limit_s"] = time_limit
