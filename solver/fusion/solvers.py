@@ -93,7 +93,9 @@ def _heuristic(name: str, build: Callable[[ScoringContext, float], list[Planned]
 def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMIT_S,
                 reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
                 workers: int = 1) -> FusionResult:
-    """The global CP-SAT solver (``cpsat.py``): greedy as the first incumbent, so never worse;
+    """The global CP-SAT solver (``cpsat.py``): greedy, given up to half the time limit, is
+    the first incumbent, so the answer is never worse than greedy whenever greedy finishes in
+    that half (a limit too short for greedy gets greedy's partial schedule improved);
     ``optimal`` when proven for its formulation or when the lower bound is reached."""
     started = time.monotonic()
     rules = Rules(reduction_cost=reduction_cost)
