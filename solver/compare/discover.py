@@ -69,15 +69,15 @@ def discover(specs: list[str]) -> tuple[list[GraphDoc], list[str]]:
     seen: set[Path] = set()
     for spec in specs:
         files, explicit = _candidates(spec)
-        if not files:
+        if not files and not Path(spec).is_dir():
             docs.append(GraphDoc(spec, error=f"{spec}: no such file, folder or matching glob"))
         for path in files:
             if path.resolve() in seen:
                 continue
-            seen.add(path.resolve())
             doc = load(path, _display(path))
             if doc.family is None and doc.data is not None and not explicit:
                 notes.append(f"skipped {doc.graph}: {doc.error}")
                 continue
+            seen.add(path.resolve())
             docs.append(doc)
     return docs, notes
