@@ -38,9 +38,9 @@ class Job:
 class CompareJobs:
     """The registry: submit a batch, look a job up, run small batches inline."""
 
-    def __init__(self, root: Path | None, workers: int):
+    def __init__(self, root: Path | None, processes: int):
         self.root = root or Path(tempfile.mkdtemp(prefix="layoutsat-compare-"))
-        self.workers = workers
+        self.processes = processes
         self.jobs: dict[str, Job] = {}
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compare")
 

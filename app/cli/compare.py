@@ -53,6 +53,9 @@ def compare(
     reduction_cost: Annotated[ReductionCost, typer.Option(
         help="Fusion reduction-cost mode.")] = "per_native_k",
     seed: Annotated[int, typer.Option(help="Random seed of every solve.")] = 0,
+    workers: Annotated[int, typer.Option(
+        help="CP-SAT search threads per solve (jobs x workers should not exceed the cores).",
+        min=1, max=64)] = 1,
 ) -> None:
     """Compare solvers on a batch of graphs and write results.json, report.md and plots.
 
@@ -62,7 +65,7 @@ def compare(
     """
     docs, notes = discover(paths)
     names = [s.strip() for s in solvers.split(",") if s.strip()] if solvers else None
-    batch = Batch(docs, names, Options(time_limit, seed, device, reduction_cost), jobs,
+    batch = Batch(docs, names, Options(time_limit, seed, device, reduction_cost, workers), jobs,
                   backend, ray_address, force, fail_if_worse)
     try:
         check_solvers(names, fail_if_worse)

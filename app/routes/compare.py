@@ -44,6 +44,7 @@ class CompareRequest(BaseModel):
     device: str | None = Field(default=None, description="device preset for layout graphs")
     reduction_cost: ReductionCost = "per_native_k"
     seed: int = 0
+    workers: Annotated[int, Field(ge=1, le=64, description="CP-SAT threads per solve")] = 1
     fail_if_worse: str | None = Field(
         default=None, description="regression gate: fails when cpsat is worse than this")
     background: bool | None = Field(
@@ -109,9 +110,10 @@ def compare(body: CompareRequest, request: Request, response: Response) -> Compa
     check_solvers(body.solvers, body.fail_if_worse)
     jobs = _jobs(request)
     batch = Batch(_docs(body), body.solvers,
-                  Options(body.time_limit_s, body.seed, body.device, body.reduction_cost),
-                  jobs=jobs.workers, fail_if_worse=body.fail_if_worse)
-    estimate = len(tasks_for(batch)) * body.time_limit_s / jobs.workers
+                  Options(body.time_limit_s, body.seed, body.device, body.reduction_cost,
+                          body.workers),
+                  jobs=jobs.processes, fail_if_worse=body.fail_if_worse)
+    estimate = len(tasks_for(batch)) * body.time_limit_s / jobs.processes
     background = body.background if body.background is not None else estimate > SYNC_BUDGET_S
     if not background:
         return _view(jobs.run_now(batch), request)

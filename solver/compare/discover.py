@@ -76,7 +76,7 @@ def discover(specs: list[str]) -> tuple[list[GraphDoc], list[str]]:
                 continue
             doc = load(path, _display(path))
             if doc.family is None and doc.data is not None and not explicit:
-                notes.append(f"skipped {doc.graph}: {doc.error}")
+                notes.append(f"skipped {doc.graph}: neither a fusion problem nor a layout graph")
                 continue
             seen.add(path.resolve())
             docs.append(doc)

@@ -50,6 +50,7 @@ class Options:
     seed: int = 0
     device: str | None = None
     reduction_cost: ReductionCost = "per_native_k"
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def _fusion(task: Task) -> dict[str, Any]:
     opts = task.options
     try:
         result = fusion_solvers.solve(problem, task.solver, time_limit_s=opts.time_limit_s,
-                                      reduction_cost=opts.reduction_cost, seed=opts.seed)
+                                      reduction_cost=opts.reduction_cost, seed=opts.seed,
+                                      workers=opts.workers)
     except fusion_solvers.SolverBug as exc:
         return {"status": "invalid", "error": str(exc)}
     verdict = evaluate_fusion(problem, result.solution, Rules(reduction_cost=opts.reduction_cost))
@@ -128,7 +130,7 @@ def _layout(task: Task) -> dict[str, Any]:
     graph = parse_graph(task.data)
     opts = task.options
     plan = solve_layout(graph, task.solver, opts.device, time_limit_s=opts.time_limit_s,
-                        seed=opts.seed)
+                        seed=opts.seed, workers=opts.workers)
     answer = plan.model_dump(mode="json", by_alias=True)
     verdict = evaluate_layout(analyze(graph, plan.device), parse_plan(answer))
     valid = verdict.valid and _close(verdict.total_latency_us, plan.total_latency_us)
