@@ -22,6 +22,7 @@ COPY --from=build /opt/layoutsat /opt/layoutsat
 ENV PATH=/opt/layoutsat/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    MPLCONFIGDIR=/tmp/matplotlib \
     LAYOUTSAT_HOST=0.0.0.0 \
     LAYOUTSAT_PORT=8000
 USER layoutsat

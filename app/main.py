@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from app import __version__
+from app.compare_jobs import CompareJobs
 from app.errors import install_error_handlers
-from app.routes import fusion, health, layout
+from app.routes import compare, fusion, health, layout
+from app.settings import Settings
 
 
 def create_app() -> FastAPI:
@@ -20,4 +22,7 @@ def create_app() -> FastAPI:
     app.include_router(health.router)
     app.include_router(fusion.router)
     app.include_router(layout.router)
+    app.include_router(compare.router)
+    settings = Settings()
+    app.state.compare_jobs = CompareJobs(settings.compare_dir, settings.compare_jobs)
     return app

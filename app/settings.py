@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -12,3 +16,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    compare_dir: Path | None = Field(
+        default=None, description="where compare jobs write their results, report and plots "
+        "(default: a fresh temporary directory per process)")
+    compare_jobs: int = Field(default=max(1, os.cpu_count() or 1), ge=1,
+                              description="worker processes per compare job")

@@ -71,10 +71,18 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
         return Outcome(best)
     plan = build_plan(problem, found.assignment, "cpsat", 0.0)
     if plan.total_latency_us > best_total or not evaluate(problem, plan).valid:
-        return Outcome(best)
-    gap = (found.objective_us - found.bound_us) / found.objective_us if found.objective_us else 0.0
+        # The baseline's plan is the answer; the model's bound still bounds it, and a
+        # proven-optimal model answer no better than it makes it optimal too.
+        return Outcome(best, "optimal" if found.optimal else "feasible", best_total,
+                       found.bound_us, _gap(best_total, found.bound_us))
     return Outcome(found.assignment, "optimal" if found.optimal else "feasible",
-                   found.objective_us, found.bound_us, max(0.0, gap))
+                   found.objective_us, found.bound_us, _gap(found.objective_us, found.bound_us))
+
+
+def _gap(objective: float | None, bound: float | None) -> float | None:
+    if objective is None or bound is None:
+        return None
+    return max(0.0, (objective - bound) / objective) if objective else 0.0
 
 
 SOLVERS: dict[str, Policy] = {

@@ -1,0 +1,121 @@
+"""The comparison's figures, each as PNG and SVG: latency by solver per graph, the ratio
+distribution, and per graph the reference answer's timeline (L1 use against capacity for a
+layout plan, subgraph latencies for a fusion schedule)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from solver.compare.summary import REFERENCE, by_graph, succeeded, versus  # noqa: E402
+
+Record = dict[str, Any]
+FORMATS = ("png", "svg")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "graph"
+
+
+def _save(fig: Figure, out: Path, stem: str) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    names = []
+    for fmt in FORMATS:
+        fig.savefig(out / f"{stem}.{fmt}", format=fmt, bbox_inches="tight", dpi=110)
+        names.append(f"{out.name}/{stem}.{fmt}")
+    plt.close(fig)
+    return names
+
+
+def latency_by_solver(records: list[Record], out: Path) -> list[str]:
+    """Grouped bars: every solver's total relative to the reference's, per graph."""
+    table = {g: s for g, s in by_graph(records).items() if succeeded(s.get(REFERENCE))}
+    if not table:
+        return []
+    solvers = list(dict.fromkeys(r["solver"] for r in records))
+    width = 0.8 / len(solvers)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(table) + 2), 4.5))
+    for i, solver in enumerate(solvers):
+        xs, ys = [], []
+        for x, row in enumerate(table.values()):
+            r = row.get(solver)
+            if succeeded(r) and row[REFERENCE]["total_latency"] > 0:
+                xs.append(x + i * width)
+                ys.append(r["total_latency"] / row[REFERENCE]["total_latency"])
+        ax.bar(xs, ys, width, label=solver)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(table))])
+    ax.set_xticklabels([Path(g).stem for g in table], rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel(f"total latency / {REFERENCE}'s")
+    ax.set_title("Latency by solver per graph (lower is better)")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "latency_by_solver")
+
+
+def ratio_distribution(records: list[Record], out: Path) -> list[str]:
+    """Histogram of baseline / reference per baseline and family."""
+    found = [v for v in versus(records) if v.ratios]
+    if not found:
+        return []
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    ax.hist([v.ratios for v in found], bins=20, label=[f"{v.family}: {v.baseline}"
+                                                       for v in found])
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel(f"baseline total / {REFERENCE} total (above 1: {REFERENCE} faster)")
+    ax.set_ylabel("graphs")
+    ax.set_title("Ratio distribution")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "ratio_distribution")
+
+
+def _layout_timeline(ax: Any, plan: dict[str, Any]) -> None:
+    steps = [s["step"] for s in plan["l1_timeline"]]
+    used = [s["bytes_per_core"] / 1024 for s in plan["l1_timeline"]]
+    ax.step(steps, used, where="mid", label="L1 in use")
+    ax.axhline(plan["l1_capacity_bytes_per_core"] / 1024, color="red", linestyle="--",
+               label="capacity")
+    ax.set_xlabel("schedule step (op)")
+    ax.set_ylabel("KiB per core")
+    ax.legend(fontsize=8)
+
+
+def _fusion_timeline(ax: Any, solution: dict[str, Any]) -> None:
+    start = 0.0
+    for i, (ops, latency) in enumerate(zip(solution["subgraphs"],
+                                           solution["subgraph_latencies"], strict=True)):
+        ax.barh(0, latency, left=start, edgecolor="white")
+        if latency > 0:
+            ax.text(start + latency / 2, 0, str(len(ops)), ha="center", va="center", fontsize=7)
+        start += latency
+        if i == 0:
+            ax.set_yticks([])
+    ax.set_xlabel("time (subgraphs in order; labels: ops per subgraph)")
+
+
+def timeline(record: Record, out: Path) -> list[str]:
+    """The reference answer's timeline for one graph."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.0))
+    if record["family"] == "layout":
+        _layout_timeline(ax, record["answer"])
+        ax.set_title(f"{record['graph']}: L1 use of the {record['solver']} plan")
+    else:
+        _fusion_timeline(ax, record["answer"])
+        ax.set_title(f"{record['graph']}: subgraph timeline of the {record['solver']} schedule")
+    return _save(fig, out, f"timeline-{slug(record['graph'])}")
+
+
+def render_all(records: list[Record], out: Path) -> list[str]:
+    """Every figure; returns the paths written, relative to ``out``'s parent."""
+    names = latency_by_solver(records, out) + ratio_distribution(records, out)
+    for solvers in by_graph(records).values():
+        ref = solvers.get(REFERENCE) or next(iter(solvers.values()))
+        if succeeded(ref) and ref.get("answer"):
+            names += timeline(ref, out)
+    return names
