@@ -9,7 +9,7 @@ COPY pyproject.toml README.md ./
 COPY models ./models
 COPY solver ./solver
 COPY app ./app
-RUN /opt/layoutsat/bin/pip install --no-cache-dir --disable-pip-version-check . \
+RUN /opt/layoutsat/bin/pip install --no-cache-dir --disable-pip-version-check '.[import]' \
  && find /opt/layoutsat -name '__pycache__' -prune -exec rm -rf {} + \
  && rm -rf /opt/layoutsat/lib/python3*/site-packages/pip /opt/layoutsat/lib/python3*/site-packages/pip-*
 

@@ -23,8 +23,9 @@ from solver.layout import BASELINES, SOLVERS, solve  # noqa: E402
 from solver.layout.plan import plan_summary  # noqa: E402
 
 PRESETS = ("wormhole_n150", "blackhole_p150")
-COLUMNS = ("graph", "device", "solver", "total_latency_us", "vs dram", "best baseline / this",
-           "status", "gap", "L1 activations", "reshards", "reloads", "spills", "wall_s")
+COLUMNS = ("graph", "ops", "tensors", "device", "solver", "total_latency_us", "vs dram",
+           "best baseline / this", "status", "gap", "L1 activations", "L1 act. bytes",
+           "reshards", "reloads", "spills", "wall_s")
 
 
 def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
@@ -38,7 +39,8 @@ def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
                 if plan.status == "invalid":
                     raise SystemExit(f"{path.name} {device} {solver}: invalid plan "
                                      f"{[v.kind for v in plan.violations]}")
-                summaries.append({**plan_summary(graph, plan), "gap": plan.stats.gap})
+                summaries.append({**plan_summary(graph, plan), "gap": plan.stats.gap,
+                                  "tensors": len(graph.tensors)})
             dram_total = summaries[0]["total_latency_us"]
             best = min(s["total_latency_us"] for s in summaries if s["solver"] in BASELINES)
             rows += [{**s, "vs_dram": dram_total / s["total_latency_us"],
@@ -50,10 +52,12 @@ def markdown(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         lines.append(
-            f"| {r['graph']} | {r['device']} | {r['solver']} | {r['total_latency_us']:,.1f} | "
+            f"| {r['graph']} | {r['ops']} | {r['tensors']} | {r['device']} | {r['solver']} | "
+            f"{r['total_latency_us']:,.1f} | "
             f"{r['vs_dram']:.2f}x | {r['vs_best_baseline']:.3f} | {r['status']} | "
             f"{'' if r['gap'] is None else format(r['gap'], '.1%')} | "
             f"{r['activations_in_l1']}/{r['activations']} | "
+            f"{r['activation_bytes_in_l1']:.0%} | "
             f"{r['reshards']} | {r['reloads']} | {r['spills']} | {r['wall_time_s']:.2f} |")
     return "\n".join(lines)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import compare, core, fusion, layout
+from app.cli import compare, core, fusion, importer, layout
 
 cli = typer.Typer(
     name="layoutsat",
@@ -16,6 +16,7 @@ cli = typer.Typer(
 cli.command()(core.serve)
 cli.command()(core.validate)
 cli.command()(compare.compare)
+cli.command("import")(importer.import_model)
 cli.add_typer(fusion.app, name="fusion")
 cli.add_typer(layout.app, name="layout")
 

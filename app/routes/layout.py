@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
+from app.onnx_support import importer, parse_dims
 from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue
 from models.layout import Evaluation, LayoutPlan, parse_graph, parse_plan
@@ -21,6 +23,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "Invalid input: every fault with its JSON path and rule"},
 }
 MAX_TIME_LIMIT_S = 600.0
+MAX_ONNX_BYTES = 1 << 30
+ImportDType = Literal["bf16", "f32", "bfp8", "bfp4"]
 
 
 class SolveRequest(BaseModel):
@@ -77,3 +81,39 @@ def evaluate_route(body: EvaluateRequest) -> Evaluation:
     except InputValidationError as exc:
         raise _under("plan", exc) from None
     return evaluate(analyze(graph, plan.device), plan)
+
+
+class ImportAnswer(BaseModel):
+    graph: dict[str, Any] = Field(description="the imported layoutsat-graph")
+    report: dict[str, Any] = Field(
+        description="ops, tensors; ONNX op types mapped, fused, folded and left opaque")
+
+
+@router.post("/import", response_model=ImportAnswer,
+             responses={**ERROR_RESPONSES, 413: {"description": "model larger than 1 GiB"}},
+             summary="Import an ONNX model as a layout graph",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/octet-stream": {"schema": {"type": "string",
+                                                         "format": "binary"}}}}})
+async def import_route(
+    request: Request,
+    batch: Annotated[int | None, Query(ge=1, description="dynamic batch dimension")] = None,
+    seq_len: Annotated[int | None, Query(ge=1, description="dynamic sequence length")] = None,
+    dim: Annotated[list[str], Query(description="NAME=VALUE for any dynamic dimension")] = [],  # noqa: B006
+    dtype: ImportDType = "bf16",
+    weight_dtype: ImportDType | None = None,
+    repeat: Annotated[int, Query(ge=1, le=1024, description="stack N copies")] = 1,
+    name: str | None = None,
+) -> ImportAnswer:
+    """The ONNX bytes are the body; unknown operators become opaque ops (see the report)."""
+    data = await request.body()
+    if len(data) > MAX_ONNX_BYTES:
+        raise HTTPException(413, f"the model is {len(data)} bytes; the limit is "
+                                 f"{MAX_ONNX_BYTES} (export one layer and use repeat)")
+    module = importer()
+    options = module.ImportOptions(batch, seq_len, parse_dims(dim), dtype, weight_dtype,
+                                   repeat, name)
+    result = await run_in_threadpool(module.import_onnx, data, options)
+    graph = {"format": "layoutsat-graph", "version": 1,
+             **result.graph.model_dump(mode="json", by_alias=True, exclude_defaults=True)}
+    return ImportAnswer(graph=graph, report=result.report)

@@ -30,7 +30,7 @@ from models.layout import (
     TensorPlacement,
     TimelineStep,
 )
-from solver.layout.memory import DRAM, MemConfig
+from solver.layout.memory import DRAM, Geometry, MemConfig
 from solver.layout.ops import Candidate
 from solver.layout.problem import LayoutProblem
 
@@ -198,10 +198,14 @@ def plan_summary(graph: LayoutGraph, plan: LayoutPlan) -> dict[str, object]:
     """The headline numbers of a plan: latency, activations in L1, copies, spills."""
     activations = [t.name for t in graph.tensors if t.kind == "activation"]
     in_l1 = [t for t in activations if plan.tensors[t].buffer == "l1"]
+    size = {t.name: Geometry.of(t.shape, t.dtype).total_bytes for t in graph.tensors}
+    act_bytes = sum(size[t] for t in activations)
     return {"graph": graph.name, "solver": plan.solver, "status": plan.status,
             "device": plan.device.name, "total_latency_us": plan.total_latency_us,
             "ops": len(plan.ops), "activations": len(activations),
-            "activations_in_l1": len(in_l1), "reshards": len(plan.reshards),
+            "activations_in_l1": len(in_l1),
+            "activation_bytes_in_l1": sum(size[t] for t in in_l1) / act_bytes if act_bytes else 0.0,
+            "reshards": len(plan.reshards),
             "reloads": len(plan.reloads), "spills": len(plan.spills),
             "peak_l1_bytes_per_core": max((s.bytes_per_core for s in plan.l1_timeline), default=0),
             "wall_time_s": plan.stats.wall_time_s}
