@@ -4,17 +4,20 @@ exhaustive enumeration), valid and never worse than any baseline on every exampl
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
 from models.layout import parse_graph
-from solver.layout import BASELINES, solve
+from solver.layout import BASELINE_POLICIES, BASELINES, lns, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import analyze, resolve_device
+from tests.conftest import ROOT
 from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
 
 ROUNDING_US = 0.01
+LLAMA_LAYER = ROOT / "benchmarks" / "layout" / "models" / "llama-3.2-1b-prefill128-l1.json"
 """The model's objective is in whole nanoseconds; totals may differ by the rounding."""
 
 
@@ -120,12 +123,42 @@ def test_the_l1_capacity_binds_on_a_small_device():
     assert tight.total_latency_us >= roomy.total_latency_us
 
 
-def test_beyond_the_model_size_the_best_baseline_is_returned(monkeypatch):
+def test_beyond_the_model_size_windows_never_lose_to_the_best_baseline(monkeypatch):
     monkeypatch.setattr("solver.layout.cpsat.MAX_MODEL_OPS", 3)
     graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "bert-base-layer")))
-    plan = solve(graph, "cpsat", "wormhole_n150")
+    plan = solve(graph, "cpsat", "wormhole_n150", time_limit_s=5.0)
     best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
-    assert plan.status == "feasible" and plan.total_latency_us == best
+    assert plan.status == "feasible" and not plan.violations
+    assert plan.total_latency_us <= best
+    assert 0 < plan.stats.best_bound <= plan.total_latency_us  # the per-op latency floor
+
+
+def test_a_restricted_model_fixes_every_op_outside_the_window():
+    problem = analyze(parse_graph(load(LLAMA_LAYER)), resolve_device(None, "wormhole_n150"))
+    start = BASELINE_POLICIES["greedy"](problem)
+    free = set(problem.order[:8])
+    sub, hinted = lns.restrict(problem, start, free)
+    for name in problem.order:
+        cands = sub.ops[name].candidates
+        if name in free:
+            assert cands is problem.ops[name].candidates
+        else:
+            (only,) = cands
+            assert [list(a) for a in only.accepts] == [[m] for m in start.reads[name]]
+            assert only.output == start.configs[name].output
+    # the incumbent is a solution of the restricted model with the same total
+    assert build_plan(sub, hinted, "x", 0.0).total_latency_us == pytest.approx(
+        build_plan(problem, start, "x", 0.0).total_latency_us)
+
+
+def test_window_search_improves_a_decoder_layer_and_keeps_it_valid():
+    problem = analyze(parse_graph(load(LLAMA_LAYER)), resolve_device(None, "wormhole_n150"))
+    start = BASELINE_POLICIES["greedy"](problem)
+    before = build_plan(problem, start, "x", 0.0).total_latency_us
+    found = lns.search(problem, start, time.perf_counter() + 20.0, seed=0, workers=2, window=8)
+    plan = build_plan(problem, found.assignment, "x", 0.0)
+    assert found.improved >= 1 and plan.total_latency_us == found.total_us < before
+    assert evaluate(problem, plan).valid
 
 
 def test_explanation_names_the_decisions_that_differ_from_the_best_baseline():

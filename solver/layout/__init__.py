@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, LayoutPlan
-from solver.layout import cpsat, dfsharding, dram, greedy
+from solver.layout import cpsat, dfsharding, dram, greedy, lns
 from solver.layout.evaluate import evaluate
 from solver.layout.explain import explain as explain_plan
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
@@ -65,8 +65,10 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
               for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
     best_total, best = min(priced, key=lambda p: p[0])
-    found = cpsat.solve_model(problem, best, started + options.time_limit_s, options.seed,
-                              options.workers)
+    deadline = started + options.time_limit_s
+    if len(problem.order) > cpsat.MAX_MODEL_OPS:
+        return _by_windows(problem, best, best_total, deadline, options)
+    found = cpsat.solve_model(problem, best, deadline, options.seed, options.workers)
     if found.assignment is None:
         return Outcome(best)
     plan = build_plan(problem, found.assignment, "cpsat", 0.0)
@@ -77,6 +79,19 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
                        found.bound_us, _gap(best_total, found.bound_us))
     return Outcome(found.assignment, "optimal" if found.optimal else "feasible",
                    found.objective_us, found.bound_us, _gap(found.objective_us, found.bound_us))
+
+
+def _by_windows(problem: LayoutProblem, best: Assignment, best_total: float, deadline: float,
+                options: SolveOptions) -> Outcome:
+    """Graphs beyond one model: LNS over windows of the schedule from the best baseline,
+    with the per-op latency floor as the bound."""
+    found = lns.search(problem, best, deadline, options.seed, options.workers)
+    floor = cpsat.latency_floor_us(problem)
+    if found.improved and evaluate(problem, build_plan(problem, found.assignment, "cpsat",
+                                                       0.0)).valid:
+        return Outcome(found.assignment, "feasible", found.total_us, floor,
+                       _gap(found.total_us, floor))
+    return Outcome(best, "feasible", best_total, floor, _gap(best_total, floor))
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:

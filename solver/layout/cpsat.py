@@ -22,7 +22,7 @@ is the one ``build_plan`` charges for those decisions):
 
 The best baseline is the hint; when its plan (which may spill, outside this model) is
 better than what the model found, that plan is returned instead, so the answer is never
-worse than any baseline.
+worse than any baseline. ``solve_restricted`` solves one window of the LNS in ``lns.py``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from solver.layout.problem import LayoutProblem
 UNITS_PER_US = 1000
 """Objective resolution: costs are rounded to the nanosecond."""
 MAX_MODEL_OPS = 200
-"""Largest graph solved as one model (about 4 s to build at 200 ops); larger graphs get
-the best baseline until decomposition lands."""
+"""Largest graph solved as one model (about 4 s to build at 200 ops); larger graphs are
+improved window by window (``lns.py``)."""
 
 
 def ns(us: float) -> int:
@@ -329,10 +329,25 @@ def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed
     with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS``."""
     if len(problem.order) > MAX_MODEL_OPS:
         return ModelAnswer(None, False, None, None)
+    return _solve(problem, start, deadline - time.perf_counter(), seed, workers)
+
+
+def solve_restricted(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
+                     workers: int) -> ModelAnswer:
+    """One LNS round (``lns.py``): the model of a problem whose ops outside a window have a
+    single candidate, for at most ``ROUND_S``."""
+    return _solve(problem, start, min(ROUND_S, deadline - time.perf_counter()), seed, workers)
+
+
+ROUND_S = 2.0
+
+
+def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
+           workers: int) -> ModelAnswer:
     lm = build(problem)
     hint(problem, lm, start)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, deadline - time.perf_counter())
+    solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
     status = solver.solve(lm.model)
@@ -341,3 +356,9 @@ def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed
     return ModelAnswer(decode(problem, lm, solver), status == cp_model.OPTIMAL,
                        solver.objective_value / UNITS_PER_US,
                        solver.best_objective_bound / UNITS_PER_US)
+
+
+def latency_floor_us(problem: LayoutProblem) -> float:
+    """A valid lower bound on any plan's total: every op at its cheapest candidate with its
+    cheapest reads, and no copies or spills."""
+    return sum(min(_least(c) for c in problem.ops[op].candidates) for op in problem.order)
