@@ -58,40 +58,38 @@ BASELINES = tuple(BASELINE_POLICIES)
 
 
 def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
-    """The CP-SAT model (``cpsat.py``) hinted with the best baseline; the better of the two
-    plans (by the plan's own total) is the answer, so it is never worse than a baseline.
-    The model's plan must also pass the evaluator, or the baseline's is kept."""
+    """The CP-SAT model (``cpsat.py``) hinted with the best baseline, the better of the two
+    plans kept; graphs beyond one model get the window search (``lns.py``) from the best
+    baseline. The answer is never worse than a baseline, and every plan kept passed the
+    evaluator."""
     started = time.perf_counter()
     priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
               for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
     best_total, best = min(priced, key=lambda p: p[0])
     deadline = started + options.time_limit_s
     if len(problem.order) > cpsat.MAX_MODEL_OPS:
-        return _by_windows(problem, best, best_total, deadline, options)
+        return _by_windows(problem, best, best_total, deadline, options,
+                           cpsat.latency_floor_us(problem))
     found = cpsat.solve_model(problem, best, deadline, options.seed, options.workers)
-    if found.assignment is None:
-        return Outcome(best)
-    plan = build_plan(problem, found.assignment, "cpsat", 0.0)
-    if plan.total_latency_us > best_total or not evaluate(problem, plan).valid:
-        # The baseline's plan is the answer; the model's bound still bounds it, and a
-        # proven-optimal model answer no better than it makes it optimal too.
-        return Outcome(best, "optimal" if found.optimal else "feasible", best_total,
-                       found.bound_us, _gap(best_total, found.bound_us))
-    return Outcome(found.assignment, "optimal" if found.optimal else "feasible",
-                   found.objective_us, found.bound_us, _gap(found.objective_us, found.bound_us))
+    if found.assignment is not None:
+        plan = build_plan(problem, found.assignment, "cpsat", 0.0)
+        if plan.total_latency_us <= best_total and evaluate(problem, plan).valid:
+            best_total, best = plan.total_latency_us, found.assignment
+    # The model's bound bounds every plan the model expresses, the baseline's included; a
+    # proven optimum no better than the incumbent makes the incumbent optimal too.
+    bound = found.bound_us if found.bound_us is not None else cpsat.latency_floor_us(problem)
+    return Outcome(best, "optimal" if found.optimal else "feasible", best_total, bound,
+                   _gap(best_total, bound))
 
 
 def _by_windows(problem: LayoutProblem, best: Assignment, best_total: float, deadline: float,
-                options: SolveOptions) -> Outcome:
-    """Graphs beyond one model: LNS over windows of the schedule from the best baseline,
-    with the per-op latency floor as the bound."""
+                options: SolveOptions, bound: float) -> Outcome:
+    """LNS over windows of the schedule from ``best`` until the deadline; the better plan."""
     found = lns.search(problem, best, deadline, options.seed, options.workers)
-    floor = cpsat.latency_floor_us(problem)
-    if found.improved and evaluate(problem, build_plan(problem, found.assignment, "cpsat",
-                                                       0.0)).valid:
-        return Outcome(found.assignment, "feasible", found.total_us, floor,
-                       _gap(found.total_us, floor))
-    return Outcome(best, "feasible", best_total, floor, _gap(best_total, floor))
+    if found.improved and found.total_us < best_total and evaluate(
+            problem, build_plan(problem, found.assignment, "cpsat", 0.0)).valid:
+        best, best_total = found.assignment, found.total_us
+    return Outcome(best, "feasible", best_total, bound, _gap(best_total, bound))
 
 
 def _gap(objective: float | None, bound: float | None) -> float | None:

@@ -329,23 +329,55 @@ def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed
     with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS``."""
     if len(problem.order) > MAX_MODEL_OPS:
         return ModelAnswer(None, False, None, None)
-    return _solve(problem, start, deadline - time.perf_counter(), seed, workers)
+    return _solve(problem, start, deadline - time.perf_counter(), seed, workers, False)
 
 
 def solve_restricted(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
                      workers: int) -> ModelAnswer:
     """One LNS round (``lns.py``): the model of a problem whose ops outside a window have a
     single candidate, for at most ``ROUND_S``."""
-    return _solve(problem, start, min(ROUND_S, deadline - time.perf_counter()), seed, workers)
+    return _solve(problem, start, min(ROUND_S, deadline - time.perf_counter()), seed, workers,
+                  True)
 
 
 ROUND_S = 2.0
+COMPLETE_HINT_VARS = 50_000
+"""Above this many variables CP-SAT's own completion of the partial hint was seen to give
+up (ResNet-50's 134,000-variable model), so the hint is completed here; below it, our
+completion slowed the proofs (bert-base-layer no longer proven within 10 s)."""
+
+
+def complete_hint(lm: LayoutModel, seconds: float, workers: int) -> None:
+    """Extend the hint (configurations, reads, spills) to every variable of the model.
+
+    CP-SAT's own completion of a partial hint gives up on models of 10^5 variables, and
+    the search then starts from nothing; with the hinted decisions fixed, a copy of the
+    model solves in presolve, and its solution is a full hint."""
+    probe = lm.model.clone()
+    hinted = lm.model.proto.solution_hint
+    for index, value in zip(hinted.vars, hinted.values, strict=True):
+        probe.add(probe.get_int_var_from_proto_index(index) == value)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.1, seconds)
+    solver.parameters.num_workers = workers
+    if solver.solve(probe) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return
+    values = list(solver.response_proto.solution)
+    lm.model.clear_hints()
+    hinted = lm.model.proto.solution_hint
+    hinted.vars.extend(range(len(values)))
+    hinted.values.extend(values)
 
 
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
-           workers: int) -> ModelAnswer:
+           workers: int, complete: bool) -> ModelAnswer:
+    """Build, hint (completed when ``complete`` or the model is large) and solve."""
+    ends = time.perf_counter() + seconds
     lm = build(problem)
     hint(problem, lm, start)
+    if complete or len(lm.model.proto.variables) > COMPLETE_HINT_VARS:
+        complete_hint(lm, (ends - time.perf_counter()) / 2, workers)
+    seconds = ends - time.perf_counter()
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.random_seed = seed
@@ -362,3 +394,4 @@ def latency_floor_us(problem: LayoutProblem) -> float:
     """A valid lower bound on any plan's total: every op at its cheapest candidate with its
     cheapest reads, and no copies or spills."""
     return sum(min(_least(c) for c in problem.ops[op].candidates) for op in problem.order)
+
