@@ -76,10 +76,13 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
         if plan.total_latency_us <= best_total and evaluate(problem, plan).valid:
             best_total, best = plan.total_latency_us, found.assignment
     # The model's bound bounds every plan the model expresses, the baseline's included; a
-    # proven optimum no better than the incumbent makes the incumbent optimal too.
+    # proven optimum no better than the incumbent makes the incumbent optimal too. The proof
+    # is in the model's integer cost units, so an optimal plan's gap is 0 even though its
+    # evaluated total differs from the bound by the rounding of each term.
     bound = found.bound_us if found.bound_us is not None else cpsat.latency_floor_us(problem)
-    return Outcome(best, "optimal" if found.optimal else "feasible", best_total, bound,
-                   _gap(best_total, bound))
+    bound = min(bound, best_total)
+    gap = 0.0 if found.optimal else _gap(best_total, bound)
+    return Outcome(best, "optimal" if found.optimal else "feasible", best_total, bound, gap)
 
 
 def _by_windows(problem: LayoutProblem, best: Assignment, best_total: float, deadline: float,
