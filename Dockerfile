@@ -17,14 +17,18 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --create-home --uid 10001 layoutsat
+ && useradd --system --create-home --uid 10001 layoutsat \
+ && mkdir /data && chown layoutsat /data
 COPY --from=build /opt/layoutsat /opt/layoutsat
 ENV PATH=/opt/layoutsat/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     MPLCONFIGDIR=/tmp/matplotlib \
     LAYOUTSAT_HOST=0.0.0.0 \
-    LAYOUTSAT_PORT=8000
+    LAYOUTSAT_PORT=8000 \
+    LAYOUTSAT_DATA_DIR=/data
+# Jobs, cached results and compare outputs (docs/service.md lists every setting).
+VOLUME /data
 USER layoutsat
 WORKDIR /home/layoutsat
 EXPOSE 8000

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from app.limits import LimitExceeded
 from models.errors import InputValidationError, Issue
+
+log = logging.getLogger("layoutsat.http")
 
 
 def _request_issue(err: dict) -> Issue:
@@ -34,6 +39,21 @@ async def _on_input_validation(_: Request, exc: InputValidationError) -> JSONRes
     return JSONResponse(status_code=422, content=exc.as_dict())
 
 
+async def _on_limit(_: Request, exc: LimitExceeded) -> JSONResponse:
+    headers = {"Retry-After": "30"} if exc.status_code == 429 else None
+    return JSONResponse(status_code=exc.status_code, content=exc.as_dict(), headers=headers)
+
+
+async def _on_bug(request: Request, exc: Exception) -> JSONResponse:
+    """A fault of ours, never of the input: logged with the request id the client sees."""
+    request_id = request.scope.get("state", {}).get("request_id")
+    log.error("unhandled error", exc_info=exc, extra={"fields": {"request_id": request_id}})
+    return JSONResponse(status_code=500, content={
+        "detail": f"internal error ({type(exc).__name__}); request id {request_id}"})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_request_validation)
     app.add_exception_handler(InputValidationError, _on_input_validation)
+    app.add_exception_handler(LimitExceeded, _on_limit)
+    app.add_exception_handler(Exception, _on_bug)

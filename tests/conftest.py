@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,8 @@ def solution(subgraphs: list[list[int]], granularities: list[list[int]],
             "tensors_to_retain": retain if retain is not None else [[] for _ in range(n)],
             "traversal_orders": orders if orders is not None else [None] * n,
             "subgraph_latencies": latencies if latencies is not None else [0.0] * n}
+
+
+# The service keeps jobs in LAYOUTSAT_DATA_DIR (default: the user's data directory); tests
+# that build an app without settings get a throwaway one instead.
+os.environ.setdefault("LAYOUTSAT_DATA_DIR", tempfile.mkdtemp(prefix="layoutsat-tests-"))

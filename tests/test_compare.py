@@ -269,7 +269,7 @@ def test_ray_backend_on_loopback_equals_local(finished, tmp_path):
 
 
 def test_api_job_flow(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYOUTSAT_COMPARE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAYOUTSAT_DATA_DIR", str(tmp_path))
     client = TestClient(create_app())
     graphs = [{"name": "mlp", "graph": json.loads(LAYOUT.read_text())},
               {"name": "fx", "graph": json.loads(FUSION.read_text())}]

@@ -1,52 +1,38 @@
-"""``/v1/compare``: a batch of graphs through the solvers, inline or as a polled job."""
+"""``/v1/compare``: a batch of graphs through the solvers, inline or as a polled job.
+
+A background comparison is a job of kind ``compare`` (``/v1/jobs``), stored and run like
+every other job; an inline one is stored as a finished job, so its report and plots are
+downloadable the same way.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import json
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import FileResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from app.compare_jobs import CompareJobs, Job
-from models.errors import InputValidationError, Issue
-from models.family import detect_family
-from models.fusion import ReductionCost, parse_problem
-from models.layout import parse_graph
-from solver.compare.batch import Batch, check_solvers, tasks_for
-from solver.compare.discover import GraphDoc
-from solver.compare.task import Options
+from app.jobs.compare_work import batch_for, run_compare
+from app.jobs.kinds import MAX_GRAPHS as MAX_GRAPHS
+from app.jobs.kinds import CompareOptions, GraphItem, accept
+from app.jobs.store import JobRow
+from app.service import Service, client_of, service_of
+from solver.compare.batch import tasks_for
 
 router = APIRouter(prefix="/v1/compare", tags=["compare"])
 
-MAX_GRAPHS = 500
-MAX_TIME_LIMIT_S = 600.0
 SYNC_BUDGET_S = 30.0
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"description": "a graph beyond the service's size limits"},
     422: {"description": "Invalid input: every fault with its JSON path and rule"},
+    429: {"description": "too many queued or running jobs for this client"},
 }
 
 
-class GraphItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    graph: dict[str, Any] = Field(description="a fusion problem or a layoutsat-graph")
-
-
-class CompareRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CompareRequest(CompareOptions):
     graphs: list[GraphItem] = Field(min_length=1, max_length=MAX_GRAPHS)
-    solvers: list[str] | None = Field(
-        default=None, description="default: every solver of each graph's family")
-    time_limit_s: Annotated[float, Field(gt=0, le=MAX_TIME_LIMIT_S)] = 10.0
-    device: str | None = Field(default=None, description="device preset for layout graphs")
-    reduction_cost: ReductionCost = "per_native_k"
-    seed: int = 0
-    workers: Annotated[int, Field(ge=1, le=64, description="CP-SAT threads per solve")] = 1
-    fail_if_worse: str | None = Field(
-        default=None, description="regression gate: fails when cpsat is worse than this")
     background: bool | None = Field(
         default=None, description="run as a job to poll; default: when the batch could take "
         f"more than {SYNC_BUDGET_S:g} s")
@@ -54,7 +40,7 @@ class CompareRequest(BaseModel):
 
 class CompareJob(BaseModel):
     id: str
-    state: Literal["queued", "running", "done", "failed"]
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
     done: int = Field(description="pairs finished")
     total: int = Field(description="(graph, solver) pairs")
     error: str | None = None
@@ -64,41 +50,20 @@ class CompareJob(BaseModel):
     files: list[str] = Field(default_factory=list, description="report, results and plots")
 
 
-def _docs(body: CompareRequest) -> list[GraphDoc]:
-    """Every graph parsed up front: a malformed one is a 422, not a failed pair."""
-    issues: list[Issue] = []
-    docs = []
-    names: set[str] = set()
-    for i, item in enumerate(body.graphs):
-        if item.name in names:
-            issues.append(Issue(("graphs", i, "name"), f"duplicate graph name '{item.name}'",
-                                "names.duplicate"))
-        names.add(item.name)
-        try:
-            family = detect_family(item.graph)
-            (parse_problem if family == "fusion" else parse_graph)(item.graph)
-        except InputValidationError as exc:
-            issues += [Issue(("graphs", i, "graph", *e.loc), e.msg, e.rule) for e in exc.issues]
-            continue
-        docs.append(GraphDoc(item.name, item.graph, family))
-    if issues:
-        raise InputValidationError(issues, "compare request")
-    return docs
+def _pairs(service: Service, job: JobRow) -> int:
+    return len(tasks_for(batch_for(job.payload, job.options, service.settings.compare_jobs)))
 
 
-def _view(job: Job, request: Request) -> CompareJob:
-    outcome = job.outcome
+def _view(service: Service, job: JobRow, request: Request) -> CompareJob:
+    result = job.result if isinstance(job.result, dict) else None
+    total = _pairs(service, job)
     base = str(request.url_for("compare_file", job_id=job.id, path=""))
     return CompareJob(
-        id=job.id, state=job.state, done=job.done, total=job.total, error=job.error,
-        summary=outcome.summary if outcome else None, gate=outcome.gate if outcome else None,
-        records=[{k: v for k, v in r.items() if k != "answer"} for r in outcome.records]
-        if outcome else None,
-        files=[base + f for f in outcome.files] if outcome else [])
-
-
-def _jobs(request: Request) -> CompareJobs:
-    return request.app.state.compare_jobs
+        id=job.id, state=job.state, total=total, error=job.error,
+        done=total if job.state == "done" else (job.progress or {}).get("done", 0),
+        summary=result["summary"] if result else None, gate=result["gate"] if result else None,
+        records=result["records"] if result else None,
+        files=[base + f for f in result["files"]] if result else [])
 
 
 @router.post("", response_model=CompareJob, responses={
@@ -106,39 +71,52 @@ def _jobs(request: Request) -> CompareJobs:
     summary="Compare solvers on a batch of graphs")
 def compare(body: CompareRequest, request: Request, response: Response) -> CompareJob:
     """Small batches answer inline; larger ones (or ``background: true``) answer 202 with
-    a job id to poll at ``GET /v1/compare/{id}``."""
-    check_solvers(body.solvers, body.fail_if_worse)
-    jobs = _jobs(request)
-    batch = Batch(_docs(body), body.solvers,
-                  Options(body.time_limit_s, body.seed, body.device, body.reduction_cost,
-                          body.workers),
-                  jobs=jobs.processes, fail_if_worse=body.fail_if_worse)
-    estimate = len(tasks_for(batch)) * body.time_limit_s / jobs.processes
+    a job id to poll at ``GET /v1/compare/{id}`` (or ``/v1/jobs/{id}``)."""
+    service = service_of(request)
+    options = body.model_dump(mode="json", exclude={"graphs", "background"})
+    work = accept("compare", {"graphs": [g.model_dump() for g in body.graphs]}, options,
+                  service.settings, (), ())
+    processes = service.settings.compare_jobs
+    pairs = len(tasks_for(batch_for(work.payload, work.options, processes)))
+    estimate = pairs * work.time_limit_s / processes
     background = body.background if body.background is not None else estimate > SYNC_BUDGET_S
-    if not background:
-        return _view(jobs.run_now(batch), request)
-    job = jobs.submit(batch)
-    response.status_code = 202
-    response.headers["Location"] = str(request.url_for("compare_job", job_id=job.id))
-    return _view(job, request)
+    if background:
+        job = service.submit(work, client_of(request))
+        response.status_code = 202
+        response.headers["Location"] = str(request.url_for("compare_job", job_id=job.id))
+        return _view(service, job, request)
+    job = service.store.create("compare", client_of(request), work.payload, work.options,
+                               work.cache_key, running=True)
+    try:
+        result = run_compare(work.payload, work.options, processes, service.compare_dir(job.id))
+    except Exception as exc:  # recorded on the job, then the 500 it is
+        service.store.fail(job.id, f"{type(exc).__name__}: {exc}")
+        raise
+    service.store.finish(job.id, json.dumps(result))
+    return _view(service, _found(service, job.id), request)
+
+
+def _found(service: Service, job_id: str) -> JobRow:
+    job = service.store.get(job_id)
+    if job is None or job.kind != "compare":
+        raise HTTPException(404, f"no compare job '{job_id}'")
+    return job
 
 
 @router.get("/{job_id}", response_model=CompareJob, name="compare_job",
             summary="A compare job's progress and, once done, its results")
 def compare_job(job_id: str, request: Request) -> CompareJob:
-    job = _jobs(request).get(job_id)
-    if job is None:
-        raise HTTPException(404, f"no compare job '{job_id}'")
-    return _view(job, request)
+    service = service_of(request)
+    return _view(service, _found(service, job_id), request)
 
 
 @router.get("/{job_id}/files/{path:path}", name="compare_file",
             summary="Download a finished job's report.md, results.json or a plot")
 def compare_file(job_id: str, path: str, request: Request) -> FileResponse:
-    job = _jobs(request).get(job_id)
-    if job is None:
-        raise HTTPException(404, f"no compare job '{job_id}'")
-    if job.outcome is None or path not in job.outcome.files:
-        listed = ", ".join(job.outcome.files) if job.outcome else "none yet"
+    service = service_of(request)
+    job = _found(service, job_id)
+    files = job.result["files"] if isinstance(job.result, dict) else []
+    if path not in files:
+        listed = ", ".join(files) if files else "none yet"
         raise HTTPException(404, f"job '{job_id}' has no file '{path}'; files: {listed}")
-    return FileResponse(job.out / path)
+    return FileResponse(service.compare_dir(job_id) / path)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
 
-from models.errors import InputValidationError, Issue, raise_if_any
+from app.jobs.kinds import accept
+from app.routes.solving import SOLVE_RESPONSES, answer
+from app.service import service_of
+from models.errors import Issue, raise_if_any
 from models.fusion import (
     EvaluationReport,
     FusionProblem,
@@ -18,14 +22,13 @@ from models.fusion import (
 )
 from solver.fusion.evaluate import evaluate
 from solver.fusion.problem import Rules, summarize
-from solver.fusion.solvers import DEFAULT_SOLVER, SOLVERS, solve
+from solver.fusion.solvers import DEFAULT_SOLVER, SOLVERS
 
 router = APIRouter(prefix="/v1/fusion", tags=["fusion"])
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "Invalid input: every fault with its JSON path and rule"},
 }
-MAX_TIME_LIMIT_S = 600.0
 
 
 class ProblemSummary(BaseModel):
@@ -57,29 +60,29 @@ def validate(problem: FusionProblem) -> ProblemSummary:
     return ProblemSummary(valid=True, summary=summarize(checked(problem)))
 
 
-@router.post("/solve", response_model=FusionResult, responses=ERROR_RESPONSES,
+@router.post("/solve", response_model=FusionResult, responses=SOLVE_RESPONSES,
              summary="Schedule a problem")
-def solve_route(
+async def solve_route(
     problem: FusionProblem,
+    request: Request,
     solver: Annotated[str, Query(description=f"one of {list(SOLVERS)}")] = DEFAULT_SOLVER,
     time_limit_s: Annotated[float | None, Query(
-        gt=0, le=MAX_TIME_LIMIT_S,
-        description="seconds for the whole solve; default 30 for cpsat, 10 otherwise")] = None,
+        gt=0, description="seconds for the whole solve; default 30 for cpsat, 10 "
+        "otherwise (at most LAYOUTSAT_MAX_TIME_LIMIT_S)")] = None,
     reduction_cost: Annotated[ReductionCost, Query()] = "per_native_k",
-    seed: Annotated[int, Query()] = 0,
+    seed: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     workers: Annotated[int, Query(ge=1, le=64, description="CP-SAT search workers")] = 1,
-) -> FusionResult:
-    """Run a solver (default cpsat) on the problem in the body; the solution is checked by
-    the evaluator, and the latencies reported are the evaluator's."""
-    if solver not in SOLVERS:
-        raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; "
-                                          f"known: {', '.join(SOLVERS)}", "solver.unknown")],
-                                   "request")
-    options: dict[str, Any] = {"reduction_cost": reduction_cost, "seed": seed,
-                               "workers": workers}
-    if time_limit_s is not None:
-        options["time_limit_s"] = time_limit_s
-    return solve(checked(problem), solver, **options)
+) -> Response:
+    """Run a solver (default cpsat) on the problem in the body on the worker pool; the
+    solution is checked by the evaluator, and the latencies reported are the evaluator's.
+    Graphs above LAYOUTSAT_SYNC_MAX_OPS go to ``POST /v1/jobs``."""
+    options = {"solver": solver, "time_limit_s": time_limit_s,
+               "reduction_cost": reduction_cost, "seed": seed, "workers": workers}
+    service = service_of(request)
+    payload = problem.model_dump(mode="json")
+    work = await run_in_threadpool(accept, "fusion", payload, options, service.settings,
+                                   (), ())
+    return await answer(service, work)
 
 
 @router.post("/evaluate", response_model=EvaluationReport, responses=ERROR_RESPONSES,

@@ -18,5 +18,5 @@ class Health(BaseModel):
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness and versions")
-def healthz() -> Health:
+async def healthz() -> Health:
     return Health(status="ok", version=__version__, ortools=ortools.__version__)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from app.jobs.kinds import LayoutOptions, accept
 from app.onnx_support import importer, parse_dims
-from models.device import DeviceSpec
+from app.routes.solving import SOLVE_RESPONSES, answer
+from app.service import service_of
 from models.errors import InputValidationError, Issue
 from models.layout import Evaluation, LayoutPlan, parse_graph, parse_plan
-from solver.layout import SOLVERS, solve
 from solver.layout.evaluate import evaluate
-from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.problem import analyze
 
 router = APIRouter(prefix="/v1/layout", tags=["layout"])
@@ -22,24 +22,11 @@ router = APIRouter(prefix="/v1/layout", tags=["layout"])
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "Invalid input: every fault with its JSON path and rule"},
 }
-MAX_TIME_LIMIT_S = 600.0
-MAX_ONNX_BYTES = 1 << 30
 ImportDType = Literal["bf16", "f32", "bfp8", "bfp4"]
 
 
-class SolveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SolveRequest(LayoutOptions):
     graph: dict[str, Any] = Field(description="a layoutsat-graph document")
-    solver: str = Field(default="cpsat", description=f"one of {sorted(SOLVERS)}")
-    device: str | DeviceSpec | None = Field(
-        default=None, description="preset name or spec; overrides the graph's device")
-    time_limit_s: Annotated[float, Field(gt=0, le=MAX_TIME_LIMIT_S)] = 10.0
-    seed: int = 0
-    workers: Annotated[int, Field(ge=1, le=64)] = 1
-    max_configs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_CONFIGS
-    explain: bool = Field(default=False,
-                          description="add the differences from the best baseline's plan")
 
 
 class EvaluateRequest(BaseModel):
@@ -56,16 +43,15 @@ def _under(field: str, exc: InputValidationError) -> InputValidationError:
 
 
 @router.post("/solve", response_model=LayoutPlan, response_model_by_alias=True,
-             responses=ERROR_RESPONSES, summary="Plan where every tensor lives")
-def solve_route(body: SolveRequest) -> LayoutPlan:
-    """Run a solver; the plan is checked by the evaluator (status 'invalid' lists why)."""
-    try:
-        graph = parse_graph(body.graph)
-    except InputValidationError as exc:
-        raise _under("graph", exc) from None
-    return solve(graph, body.solver, body.device, time_limit_s=body.time_limit_s,
-                 seed=body.seed, workers=body.workers, max_configs=body.max_configs,
-                 explain=body.explain)
+             responses=SOLVE_RESPONSES, summary="Plan where every tensor lives")
+async def solve_route(body: SolveRequest, request: Request) -> Response:
+    """Run a solver on the worker pool; the plan is checked by the evaluator (status
+    'invalid' lists why). Graphs above LAYOUTSAT_SYNC_MAX_OPS go to ``POST /v1/jobs``."""
+    service = service_of(request)
+    options = body.model_dump(mode="json", by_alias=True, exclude={"graph"})
+    work = await run_in_threadpool(accept, "layout", body.graph, options, service.settings,
+                                   ("graph",), ())
+    return await answer(service, work)
 
 
 @router.post("/evaluate", response_model=Evaluation, responses=ERROR_RESPONSES,
@@ -90,7 +76,8 @@ class ImportAnswer(BaseModel):
 
 
 @router.post("/import", response_model=ImportAnswer,
-             responses={**ERROR_RESPONSES, 413: {"description": "model larger than 1 GiB"}},
+             responses={**ERROR_RESPONSES, 413: {
+                 "description": "model larger than LAYOUTSAT_MAX_IMPORT_BYTES (1 GiB)"}},
              summary="Import an ONNX model as a layout graph",
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/octet-stream": {"schema": {"type": "string",
@@ -106,10 +93,7 @@ async def import_route(
     name: str | None = None,
 ) -> ImportAnswer:
     """The ONNX bytes are the body; unknown operators become opaque ops (see the report)."""
-    data = await request.body()
-    if len(data) > MAX_ONNX_BYTES:
-        raise HTTPException(413, f"the model is {len(data)} bytes; the limit is "
-                                 f"{MAX_ONNX_BYTES} (export one layer and use repeat)")
+    data = await request.body()  # its size is bounded by LAYOUTSAT_MAX_IMPORT_BYTES
     module = importer()
     options = module.ImportOptions(batch, seq_len, parse_dims(dim), dtype, weight_dtype,
                                    repeat, name)

@@ -24,6 +24,7 @@ OnDone = Callable[[Record], None]
 Runner = Callable[[Task], Record]
 
 GRACE_S = 30.0
+STOP_POLL_S = 0.5
 
 
 def hard_deadline_s(task: Task) -> float:
@@ -36,8 +37,10 @@ def _failed(task: Task, status: str, error: str, wall: float) -> Record:
     return {**blank_record(task), "status": status, "error": error, "wall_time_s": wall}
 
 
-def run_local(tasks: list[Task], jobs: int, on_done: OnDone, runner: Runner = run_task) -> None:
-    """Run ``tasks`` on ``jobs`` worker processes; ``runner`` must be importable by name."""
+def run_local(tasks: list[Task], jobs: int, on_done: OnDone, runner: Runner = run_task,
+              stop: Callable[[], bool] | None = None) -> None:
+    """Run ``tasks`` on ``jobs`` worker processes; ``runner`` must be importable by name.
+    When ``stop`` answers True the unfinished tasks are cancelled (running ones killed)."""
     if not tasks:
         return
     context = multiprocessing.get_context("forkserver")
@@ -46,7 +49,11 @@ def run_local(tasks: list[Task], jobs: int, on_done: OnDone, runner: Runner = ru
             pool.schedule(runner, args=(t,), timeout=hard_deadline_s(t)): t for t in tasks}
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if stop is not None and stop():
+                for future in pending:
+                    future.cancel()
+                return
+            done, pending = wait(pending, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
                 on_done(_collect(future, futures[future]))
 

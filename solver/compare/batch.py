@@ -128,9 +128,15 @@ class _Store:
         self.flushed = time.monotonic()
 
 
+class BatchStopped(Exception):
+    """``stop`` asked the batch to end early; the pairs finished so far stay cached."""
+
+
 def run_batch(batch: Batch, out: Path, on_record: Callable[[Record], None] | None = None,
-              runner: Runner = run_task) -> Outcome:
-    """Run every pair not already finished in ``out``; write results, report and plots."""
+              runner: Runner = run_task, stop: Callable[[], bool] | None = None) -> Outcome:
+    """Run every pair not already finished in ``out``; write results, report and plots.
+    ``stop`` (local backend) is polled while pairs run: when it answers True the running
+    pairs are killed and ``BatchStopped`` is raised."""
     check_solvers(batch.solvers, batch.fail_if_worse)
     out.mkdir(parents=True, exist_ok=True)
     tasks = tasks_for(batch)
@@ -152,7 +158,10 @@ def run_batch(batch: Batch, out: Path, on_record: Callable[[Record], None] | Non
     if batch.backend == "ray":
         run_ray(todo, batch.ray_address, done, runner)
     else:
-        run_local(todo, batch.jobs, done, runner)
+        run_local(todo, batch.jobs, done, runner, stop)
+    if stop is not None and stop():
+        store.flush(list(store.records.values()))
+        raise BatchStopped(f"stopped after {len(store.records)} of {len(tasks)} pairs")
     records = [store.records[t.graph, t.solver] for t in tasks]
     verdict = gate(records, batch.fail_if_worse) if batch.fail_if_worse else None
     summary = summarize(records)

@@ -25,6 +25,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from solver import progress
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, objective_scale
 from solver.fusion.greedy import greedy
@@ -80,6 +81,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
     start = time.monotonic()
     incumbent = as_variants(ctx, greedy(ctx, start + 0.5 * (deadline - start)))
     floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost).total
+    progress.report(total(incumbent), floor)
     if total(incumbent) <= floor:
         return SearchResult(incumbent, True, 0, 0)
     n = ctx.problem.num_ops
@@ -92,6 +94,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
                                        seed, workers)
         if found is not None and total(found) < total(incumbent):
             incumbent, improvements = found, 1
+            progress.report(total(incumbent), floor)
         return SearchResult(incumbent, optimal, 1, improvements)
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
@@ -106,6 +109,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
         windows += 1
         if found is not None and total(found) < total(inside):
             incumbent = incumbent[:a] + found + incumbent[b:]
+            progress.report(total(incumbent), floor)
             improvements += 1
             stale = 0
             if total(incumbent) <= floor:

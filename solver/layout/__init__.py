@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, LayoutPlan
+from solver import progress
 from solver.layout import cpsat, dfsharding, dram, greedy, lns
 from solver.layout.evaluate import evaluate
 from solver.layout.explain import explain as explain_plan
@@ -66,6 +67,7 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
               for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
     best_total, best = min(priced, key=lambda p: p[0])
+    progress.report(best_total)
     deadline = started + options.time_limit_s
     if len(problem.order) > cpsat.MAX_MODEL_OPS:
         return _by_windows(problem, best, best_total, deadline, options,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from solver import progress
 from solver.layout.memory import DRAM, MemConfig
 from solver.layout.plan import Assignment
 from solver.layout.problem import LayoutProblem
@@ -369,6 +370,19 @@ def complete_hint(lm: LayoutModel, seconds: float, workers: int) -> None:
     hinted.values.extend(values)
 
 
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Each improving solution's objective, and the bound when it bounds the whole problem
+    (a window round's bound holds for its window only)."""
+
+    def __init__(self, with_bound: bool):
+        super().__init__()
+        self.with_bound = with_bound
+
+    def on_solution_callback(self) -> None:
+        bound = self.best_objective_bound / UNITS_PER_US if self.with_bound else None
+        progress.report(self.objective_value / UNITS_PER_US, bound)
+
+
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
            workers: int, complete: bool) -> ModelAnswer:
     """Build, hint (completed when ``complete`` or the model is large) and solve."""
@@ -382,7 +396,7 @@ def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
     solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
-    status = solver.solve(lm.model)
+    status = solver.solve(lm.model, _Progress(not complete) if progress.active() else None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ModelAnswer(None, False, None, None)
     return ModelAnswer(decode(problem, lm, solver), status == cp_model.OPTIMAL,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+from solver import progress
 from solver.layout import cpsat
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import LayoutProblem
@@ -81,6 +82,7 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
             total = build_plan(problem, candidate, "lns", 0.0).total_latency_us
         if candidate is not None and total < best:
             incumbent, best = candidate, total
+            progress.report(best)
             improved += 1
             since_gain = 0
         else:

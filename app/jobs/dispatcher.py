@@ -1,0 +1,167 @@
+"""Moves queued jobs from the store onto the worker pool, and their outcomes back.
+
+Two lanes: fusion and layout solves take one pool worker each (at most ``pool.size`` run at
+once, so the jobs never crowd out the synchronous routes beyond the pool's bound); compare
+jobs run one at a time on a thread of their own, since each already spreads its pairs over
+its own worker processes. A job leaves ``queued`` only when it can start, so a restart
+finds every accepted job either still queued or marked running (and re-queues that one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
+from pathlib import Path
+from typing import Any
+
+from app.jobs.compare_work import run_compare
+from app.jobs.pool import SolvePool, failure
+from app.jobs.store import JobRow, JobStore
+from app.jobs.work import GOOD_STATUSES, run_job
+from solver.compare.batch import BatchStopped
+
+log = logging.getLogger("layoutsat.jobs")
+
+IDLE_POLL_S = 1.0
+EXPIRE_EVERY_S = 300.0
+SOLVE_KINDS = ("fusion", "layout")
+
+OnSolved = Callable[[str, str, float], None]
+
+
+class Dispatcher:
+    """Runs jobs in the background; ``notify`` after a submission to start it at once."""
+
+    def __init__(self, store: JobStore, pool: SolvePool, compare_dir: Path,
+                 compare_processes: int, attempts: int, ttl_s: float,
+                 on_solved: OnSolved | None = None):
+        self.store = store
+        self.pool = pool
+        self.compare_dir = compare_dir
+        self.compare_processes = compare_processes
+        self.attempts = attempts
+        self.ttl_s = ttl_s
+        self.on_solved = on_solved
+        self._slots = threading.Semaphore(pool.size)
+        self._compare_busy = threading.Event()
+        self._running: dict[str, Future] = {}
+        self._stopped_compares: set[str] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
+        self._expired_at = 0.0
+
+    def start(self) -> None:
+        requeued, failed = self.store.recover(self.attempts)
+        if requeued or failed:
+            log.info("recovered jobs after a restart", extra={
+                "fields": {"requeued": requeued, "failed": failed}})
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop taking jobs; running ones stay 'running' in the store (a restart re-queues
+        them)."""
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def cancel(self, job_id: str) -> None:
+        """After the store marked the job cancelled: kill its worker or stop its batch."""
+        self._stopped_compares.add(job_id)
+        future = self._running.get(job_id)
+        if future is not None:
+            future.cancel()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            started = self._start_solve() | self._start_compare()
+            if time.monotonic() - self._expired_at > EXPIRE_EVERY_S:
+                self._expired_at = time.monotonic()
+                for job_id in self.store.expire(self.ttl_s):
+                    shutil.rmtree(self.compare_dir / job_id, ignore_errors=True)
+            if not started:
+                self._wake.wait(IDLE_POLL_S)
+                self._wake.clear()
+
+    def _start_solve(self) -> bool:
+        if not self._slots.acquire(blocking=False):
+            return False
+        job = self.store.claim_next(SOLVE_KINDS)
+        if job is None:
+            self._slots.release()
+            return False
+        future = self.pool.submit(run_job, (job.kind, job.payload, job.options,
+                                            str(self.store.path), job.id),
+                                  _limit(job))
+        self._running[job.id] = future
+        future.add_done_callback(lambda f: self._solved(job, f))
+        return True
+
+    def _solved(self, job: JobRow, future: Future) -> None:
+        try:
+            solved = future.result()
+            if self.store.finish(job.id, solved.body) and solved.status in GOOD_STATUSES:
+                self.store.remember(job.cache_key, solved.body)
+            if self.on_solved:
+                self.on_solved(job.kind, job.options["solver"], _elapsed(job))
+        except CancelledError:
+            pass  # the store already says cancelled
+        except Exception as exc:
+            if self._stopping.is_set():
+                return  # shutting down killed it: it stays 'running', a restart re-queues it
+            reason = failure(exc, _limit(job), self.pool.memory_mb).reason
+            self.store.fail(job.id, reason)
+            log.warning("job failed", extra={"fields": {"job": job.id, "reason": reason}})
+        finally:
+            self._running.pop(job.id, None)
+            self._slots.release()
+            self._wake.set()
+
+    def _start_compare(self) -> bool:
+        if self._compare_busy.is_set():
+            return False
+        job = self.store.claim_next(("compare",))
+        if job is None:
+            return False
+        self._compare_busy.set()
+        threading.Thread(target=self._compare, args=(job,), name=f"compare-{job.id}",
+                         daemon=True).start()
+        return True
+
+    def _compare(self, job: JobRow) -> None:
+        done = 0
+
+        def recorded(_record: dict[str, Any]) -> None:
+            nonlocal done
+            done += 1
+            self.store.progress(job.id, {"done": done})
+
+        try:
+            result = run_compare(job.payload, job.options, self.compare_processes,
+                                 self.compare_dir / job.id, recorded,
+                                 stop=lambda: job.id in self._stopped_compares)
+            self.store.finish(job.id, json.dumps(result))
+        except BatchStopped:
+            pass  # cancelled: the store already says so
+        except Exception as exc:  # reported to the poller, never lost
+            self.store.fail(job.id, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._stopped_compares.discard(job.id)
+            self._compare_busy.clear()
+            self._wake.set()
+
+
+def _limit(job: JobRow) -> float:
+    return job.options["time_limit_s"]
+
+
+def _elapsed(job: JobRow) -> float:
+    return time.time() - (job.started or job.created)

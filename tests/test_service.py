@@ -1,0 +1,420 @@
+"""The production service: jobs (submit, poll, cancel, cache), limits, restart recovery,
+worker faults, metrics and request ids, all against the app in this process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.jobs import pool as pool_module
+from app.jobs.pool import SolveFailed, SolvePool
+from app.jobs.store import JobStore
+from app.main import create_app
+from app.observability import JsonFormatter
+from app.settings import Settings
+from models.fusion import parse_problem
+from solver.fusion.solvers import solve as solve_fusion
+
+ROOT = Path(__file__).resolve().parents[1]
+FUSION = json.loads((ROOT / "app/examples/fusion-example.json").read_text())
+LAYOUT = json.loads((ROOT / "app/examples/layout-mlp-small.json").read_text())
+SLOW_LAYOUT = json.loads((ROOT / "benchmarks/layout/llama-decoder-layer.json").read_text())
+
+
+def make(tmp_path: Path, **overrides) -> TestClient:
+    settings = Settings(data_dir=tmp_path, pool_workers=overrides.pop("pool_workers", 2),
+                        **overrides)
+    return TestClient(create_app(settings))
+
+
+def wait_for(client: TestClient, job_id: str, states=("done", "failed", "cancelled"),
+             within_s: float = 90) -> dict:
+    deadline = time.monotonic() + within_s
+    while (job := client.get(f"/v1/jobs/{job_id}").json())["state"] not in states:
+        assert time.monotonic() < deadline, f"job stuck in {job['state']}"
+        time.sleep(0.05)
+    return job
+
+
+def running_pid(client: TestClient, job_id: str) -> int:
+    deadline = time.monotonic() + 30
+    while not (job := client.get(f"/v1/jobs/{job_id}").json())["progress"]["pid"]:
+        assert time.monotonic() < deadline and job["state"] in ("queued", "running")
+        time.sleep(0.05)
+    return job["progress"]["pid"]
+
+
+# ------------------------------------------------------------------------------- jobs
+
+
+def test_a_fusion_job_gives_the_direct_solvers_answer_and_is_cached(tmp_path):
+    with make(tmp_path) as client:
+        submitted = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                                  "options": {"solver": "greedy"}})
+        assert submitted.status_code == 202 and submitted.json()["state"] in ("queued",
+                                                                              "running", "done")
+        assert submitted.headers["location"].endswith(f"/v1/jobs/{submitted.json()['id']}")
+        job = wait_for(client, submitted.json()["id"])
+        direct = solve_fusion(parse_problem(FUSION), "greedy")
+        assert job["state"] == "done" and not job["cached"] and job["attempts"] == 1
+        assert job["result"]["total_latency"] == direct.total_latency
+        assert job["progress"]["elapsed_s"] >= 0
+
+        again = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                              "options": {"solver": "greedy"}}).json()
+        assert again["state"] == "done" and again["cached"]
+        assert again["result"]["total_latency"] == direct.total_latency
+        assert client.get("/v1/jobs/nope").status_code == 404
+
+
+def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
+    with make(tmp_path) as client:
+        body = {"graph": LAYOUT, "solver": "greedy"}
+        first = client.post("/v1/layout/solve", json=body)
+        second = client.post("/v1/layout/solve", json=body)
+        assert first.status_code == second.status_code == 200
+        assert first.headers["x-layoutsat-cache"] == "miss"
+        assert second.headers["x-layoutsat-cache"] == "hit"
+        assert first.json() == second.json()
+        job = client.post("/v1/jobs", json={"kind": "layout", "payload": LAYOUT,
+                                            "options": {"solver": "greedy"}}).json()
+        assert job["cached"] and job["result"]["total_latency_us"] == first.json()[
+            "total_latency_us"]
+        other_seed = client.post("/v1/layout/solve", json={**body, "seed": 7})
+        assert other_seed.headers["x-layoutsat-cache"] == "miss"
+
+
+def test_cancel_kills_a_running_solve_and_the_pool_goes_on(tmp_path):
+    with make(tmp_path, pool_workers=1) as client:
+        slow = client.post("/v1/jobs", json={"kind": "layout", "payload": SLOW_LAYOUT,
+                                             "options": {"time_limit_s": 120}}).json()
+        pid = running_pid(client, slow["id"])
+        deadline = time.monotonic() + 30
+        while (shown := client.get(f"/v1/jobs/{slow['id']}").json()["progress"])[
+                "objective"] is None:
+            assert time.monotonic() < deadline, "a running solve shows no objective"
+            time.sleep(0.1)
+        assert shown["objective"] > 0 and shown["elapsed_s"] > 0
+        cancelled = client.delete(f"/v1/jobs/{slow['id']}")
+        assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+        deadline = time.monotonic() + 20
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the cancelled solve's worker still runs"
+            time.sleep(0.1)
+        assert client.delete(f"/v1/jobs/{slow['id']}").status_code == 409
+        after = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                              "options": {"solver": "greedy"}}).json()
+        assert wait_for(client, after["id"], within_s=60)["state"] == "done"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone for our purpose
+        return stat.read().split()[2] != "Z"
+
+
+def test_killing_a_worker_fails_only_its_job(tmp_path):
+    with make(tmp_path, pool_workers=2) as client:
+        victim = client.post("/v1/jobs", json={"kind": "layout", "payload": SLOW_LAYOUT,
+                                               "options": {"time_limit_s": 60}}).json()
+        pid = running_pid(client, victim["id"])
+        bystander = client.post("/v1/jobs", json={"kind": "layout", "payload": LAYOUT,
+                                                  "options": {"time_limit_s": 2}}).json()
+        os.kill(pid, signal.SIGKILL)
+        failed = wait_for(client, victim["id"])
+        assert failed["state"] == "failed" and "worker process died" in failed["error"]
+        assert wait_for(client, bystander["id"])["state"] == "done"
+        later = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                              "options": {"solver": "greedy"}}).json()
+        assert wait_for(client, later["id"])["state"] == "done"
+
+
+def test_a_solve_at_its_time_limit_returns_its_best_plan_as_feasible(tmp_path):
+    with make(tmp_path) as client:
+        job = client.post("/v1/jobs", json={"kind": "layout", "payload": SLOW_LAYOUT,
+                                            "options": {"time_limit_s": 1}}).json()
+        done = wait_for(client, job["id"])
+    assert done["state"] == "done" and done["result"]["status"] == "feasible"
+    assert done["progress"]["objective"] == done["result"]["stats"]["objective"]
+    assert done["progress"]["bound"] <= done["progress"]["objective"]
+
+
+def test_compare_jobs_run_cancel_and_free_their_lane(tmp_path):
+    graphs = [{"name": "slow", "graph": SLOW_LAYOUT}]
+    with make(tmp_path, compare_jobs=1) as client:
+        slow = client.post("/v1/jobs", json={"kind": "compare", "payload": {"graphs": graphs},
+                                             "options": {"time_limit_s": 60}}).json()
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/jobs/{slow['id']}").json()["state"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert client.delete(f"/v1/jobs/{slow['id']}").json()["state"] == "cancelled"
+        quick = client.post("/v1/jobs", json={
+            "kind": "compare", "payload": {"graphs": [{"name": "mlp", "graph": LAYOUT}]},
+            "options": {"solvers": ["greedy", "dram"], "time_limit_s": 2}}).json()
+        done = wait_for(client, quick["id"], within_s=60)
+        assert done["state"] == "done" and done["result"]["summary"]["failed"] == 0
+        assert {r["solver"] for r in done["result"]["records"]} == {"greedy", "dram"}
+        assert client.get(f"/v1/jobs/{slow['id']}").json()["state"] == "cancelled"
+
+
+def test_a_restart_loses_no_job(tmp_path):
+    """Jobs queued and running when the server stops are all done after it starts again."""
+    first = create_app(Settings(data_dir=tmp_path, pool_workers=1))
+    client = TestClient(first)
+    running = client.post("/v1/jobs", json={"kind": "layout", "payload": SLOW_LAYOUT,
+                                            "options": {"time_limit_s": 3}}).json()
+    running_pid(client, running["id"])
+    queued = [client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                            "options": {"solver": s}}).json()
+              for s in ("greedy", "unfused")]
+    first.state.service.close()  # what a shutdown does: the pool and dispatcher stop
+    store = JobStore(tmp_path / "layoutsat.db")
+    assert store.get(running["id"]).state == "running"
+    assert [store.get(j["id"]).state for j in queued] == ["queued", "queued"]
+
+    with make(tmp_path, pool_workers=1) as again:
+        for job in (running, *queued):
+            finished = wait_for(again, job["id"])
+            assert finished["state"] == "done", finished
+        assert wait_for(again, running["id"])["attempts"] == 2
+
+
+def test_recovery_gives_up_after_the_configured_attempts(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    job = store.create("fusion", "me", FUSION, {"solver": "greedy"}, "k")
+    for _ in range(2):
+        assert store.claim_next(("fusion",)).id == job.id
+        store.recover(max_attempts=2)
+    failed = store.get(job.id)
+    assert failed.state == "failed" and "2 time(s)" in failed.error
+
+
+def test_finished_jobs_and_cached_results_expire(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    job = store.create("fusion", "me", FUSION, {}, "k", result='{"status": "feasible"}')
+    store.remember("k", '{"status": "feasible"}')
+    assert store.expire(older_than_s=3600) == [] and store.get(job.id) is not None
+    time.sleep(0.01)
+    assert store.expire(older_than_s=0.001) == [job.id]
+    assert store.get(job.id) is None and store.cached("k") is None
+
+
+def test_solvers_report_progress_that_ends_at_their_answer():
+    from models.layout import parse_graph
+    from solver import progress
+    from solver.layout import solve as solve_layout
+
+    def reported(run):
+        reports: list[tuple[float, float | None]] = []
+        progress.install(lambda objective, bound: reports.append((objective, bound)))
+        try:
+            return run(), reports
+        finally:
+            progress.install(None)
+
+    plan, reports = reported(lambda: solve_layout(parse_graph(SLOW_LAYOUT), "cpsat",
+                                                  time_limit_s=3, workers=2))
+    objectives = [o for o, _ in reports]
+    assert objectives and all(later <= earlier * (1 + 1e-4) for earlier, later in
+                              zip(objectives, objectives[1:], strict=False))
+    assert min(objectives) == pytest.approx(plan.total_latency_us, rel=1e-4)
+    assert all(bound <= objective + 1e-3 for objective, bound in reports if bound is not None)
+    fused, reports = reported(lambda: solve_fusion(parse_problem(FUSION), "cpsat",
+                                                   time_limit_s=3))
+    assert reports and reports[-1][0] == pytest.approx(fused.total_latency)
+    assert reports[-1][1] == pytest.approx(fused.bound)
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def test_each_limit_names_itself_and_its_value(tmp_path):
+    with make(tmp_path, max_ops=2, max_time_limit_s=5, max_body_bytes=4096) as client:
+        big = client.post("/v1/jobs", json={"kind": "layout", "payload": LAYOUT})
+        assert big.status_code == 413
+        assert big.json()["limit"] == "max_ops" and big.json()["value"] == 2
+        assert big.json()["errors"][0]["loc"] == ["payload"]
+        slow = client.post("/v1/fusion/solve?time_limit_s=60", json=FUSION)
+        assert slow.status_code == 422 and slow.json()["limit"] == "max_time_limit_s"
+        assert "5 s" in slow.json()["errors"][0]["msg"]
+        foreign = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                                "options": {"max_configs": 9}})
+        assert foreign.status_code == 422  # not a fusion option at all
+        huge = client.post("/v1/layout/evaluate", content=b"{" + b" " * 5000 + b"}",
+                           headers={"content-type": "application/json"})
+        assert huge.status_code == 413 and huge.json()["limit"] == "max_body_bytes"
+
+        def chunks():
+            yield b'{"graph": '
+            for _ in range(10):
+                yield b" " * 1000
+
+        streamed = client.post("/v1/layout/evaluate", content=chunks(),
+                               headers={"content-type": "application/json"})
+        assert streamed.status_code == 413 and streamed.json()["limit"] == "max_body_bytes"
+
+
+def test_configs_limit(tmp_path):
+    with make(tmp_path, max_configs=8) as client:
+        refused = client.post("/v1/layout/solve", json={"graph": LAYOUT, "max_configs": 9})
+        assert refused.status_code == 422 and refused.json()["limit"] == "max_configs"
+        assert refused.json()["errors"][0]["loc"] == ["max_configs"]
+
+
+def test_large_graphs_are_pointed_to_the_jobs_api(tmp_path):
+    with make(tmp_path, sync_max_ops=3) as client:
+        refused = client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
+        assert refused.status_code == 413 and refused.json()["limit"] == "sync_max_ops"
+        assert "POST /v1/jobs" in refused.json()["errors"][0]["msg"]
+        job = client.post("/v1/jobs", json={"kind": "layout", "payload": LAYOUT,
+                                            "options": {"solver": "greedy"}})
+        assert job.status_code == 202
+
+
+def test_queued_jobs_per_client_are_bounded(tmp_path):
+    with make(tmp_path, pool_workers=1, max_queued_jobs_per_client=1) as client:
+        slow = {"kind": "layout", "payload": SLOW_LAYOUT, "options": {"time_limit_s": 30}}
+        first = client.post("/v1/jobs", json=slow, headers={"x-client-id": "ci"})
+        assert first.status_code == 202
+        refused = client.post("/v1/jobs", json=slow, headers={"x-client-id": "ci"})
+        assert refused.status_code == 429 and refused.headers["retry-after"]
+        assert refused.json()["limit"] == "max_queued_jobs_per_client"
+        other = client.post("/v1/jobs", json={**slow, "options": {"solver": "greedy"}},
+                            headers={"x-client-id": "someone-else"})
+        assert other.status_code == 202
+        client.delete(f"/v1/jobs/{first.json()['id']}")
+
+
+# ----------------------------------------------------------------------- worker faults
+
+
+def sleep_for(seconds: float) -> str:
+    time.sleep(seconds)
+    return "slept"
+
+
+def allocate(mib: int) -> int:
+    return len(bytearray(mib << 20))
+
+
+def test_a_solve_past_its_hard_deadline_is_stopped_with_a_reason(monkeypatch):
+    import asyncio
+
+    monkeypatch.setattr(pool_module, "GRACE_S", 0.5)
+    pool = SolvePool(1, 0)
+    try:
+        with pytest.raises(SolveFailed) as stopped:
+            asyncio.run(pool.run(sleep_for, (30,), time_limit_s=0.5))
+        assert stopped.value.status == 504 and "no solution within the time limit" in str(
+            stopped.value)
+        assert asyncio.run(pool.run(sleep_for, (0,), time_limit_s=5)) == "slept"
+    finally:
+        pool.close()
+
+
+def test_a_solve_beyond_the_memory_limit_fails_alone():
+    import asyncio
+
+    pool = SolvePool(1, memory_mb=1024)
+    try:
+        with pytest.raises(SolveFailed) as refused:
+            asyncio.run(pool.run(allocate, (4096,), time_limit_s=30))
+        assert refused.value.status == 413 and "1024 MiB" in str(refused.value)
+        assert asyncio.run(pool.run(allocate, (64,), time_limit_s=30)) == 64 << 20
+    finally:
+        pool.close()
+
+
+# ------------------------------------------------------------------ observability
+
+
+def test_metrics_count_requests_jobs_pool_and_cache(tmp_path):
+    with make(tmp_path) as client:
+        client.get("/healthz")
+        client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
+        client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
+        job = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                            "options": {"solver": "greedy"}}).json()
+        wait_for(client, job["id"])
+        text = client.get("/metrics").text
+    assert 'layoutsat_requests_total{method="GET",route="/healthz",status="200"} 1.0' in text
+    assert 'route="/v1/layout/solve",status="200"} 2.0' in text
+    assert 'layoutsat_cache_lookups_total{outcome="hit"} 1.0' in text
+    assert 'layoutsat_cache_lookups_total{outcome="miss"} 2.0' in text
+    assert 'layoutsat_jobs{state="done"} 1.0' in text
+    assert "layoutsat_pool_workers 2.0" in text
+    assert 'layoutsat_solve_duration_seconds_count{kind="fusion",solver="greedy"} 1.0' in text
+
+
+def test_every_response_carries_a_request_id_that_is_logged(tmp_path):
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logging.getLogger("layoutsat.http").addHandler(handler)
+    try:
+        with make(tmp_path) as client:
+            given = client.get("/healthz", headers={"x-request-id": "abc-123"})
+            fresh = client.post("/v1/fusion/validate", json={"widths": []})
+    finally:
+        logging.getLogger("layoutsat.http").removeHandler(handler)
+    assert given.headers["x-request-id"] == "abc-123"
+    assert len(fresh.headers["x-request-id"]) == 32 and fresh.status_code == 422
+    lines = [json.loads(JsonFormatter().format(r)) for r in seen]
+    assert {"request_id": "abc-123", "status": 200, "path": "/healthz"}.items() <= lines[0].items()
+    assert lines[1]["request_id"] == fresh.headers["x-request-id"] and lines[1]["status"] == 422
+
+
+# --------------------------------------------------------------------- adversarial
+
+
+ADVERSARIAL = [
+    ("deep nesting", b'{"graph": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("huge integer", b'{"graph": {"format": "layoutsat-graph", "version": 1' + b"0" * 5000
+     + b"}}"),
+    ("not json", b"{'graph': }"),
+    ("NaN", b'{"graph": {}, "time_limit_s": NaN}'),
+    ("Infinity", b'{"graph": {}, "time_limit_s": Infinity}'),
+]
+
+
+@pytest.mark.parametrize("name,body", ADVERSARIAL, ids=[a[0] for a in ADVERSARIAL])
+def test_adversarial_bodies_get_a_4xx(tmp_path, name, body):
+    with make(tmp_path) as client:
+        answer = client.post("/v1/layout/solve", content=body,
+                             headers={"content-type": "application/json"})
+    assert 400 <= answer.status_code < 500, (name, answer.status_code, answer.text[:200])
+
+
+def test_adversarial_graphs_get_a_422(tmp_path):
+    negative = json.loads(json.dumps(LAYOUT))
+    negative["tensors"][0]["shape"][0] = -4
+    duplicate = json.loads(json.dumps(LAYOUT))
+    duplicate["ops"].append(duplicate["ops"][0])
+    cyclic = json.loads(json.dumps(FUSION))
+    cyclic["inputs"][0] = cyclic["outputs"][-1]
+    nan_fusion = json.loads(json.dumps(FUSION))
+    nan_fusion["base_costs"][0] = float("nan")
+    with make(tmp_path) as client:
+        for graph in (negative, duplicate):
+            assert client.post("/v1/jobs", json={"kind": "layout", "payload": graph}
+                               ).status_code == 422
+        for problem in (cyclic,):
+            assert client.post("/v1/jobs", json={"kind": "fusion", "payload": problem}
+                               ).status_code == 422
+        nan_body = json.dumps({"kind": "fusion", "payload": nan_fusion})
+        assert client.post("/v1/jobs", content=nan_body,
+                           headers={"content-type": "application/json"}).status_code == 422
+        huge = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                             "options": {"seed": 10**30}})
+        assert huge.status_code == 422
