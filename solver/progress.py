@@ -11,12 +11,14 @@ from collections.abc import Callable
 Sink = Callable[[float, float | None], None]
 
 _sink: Sink | None = None
+_best = float("inf")
 
 
 def install(sink: Sink | None) -> None:
     """Send this process's reports to ``sink`` (None: nowhere)."""
-    global _sink
+    global _sink, _best
     _sink = sink
+    _best = float("inf")
 
 
 def active() -> bool:
@@ -24,6 +26,10 @@ def active() -> bool:
 
 
 def report(objective: float, bound: float | None = None) -> None:
-    """The best objective found so far, and a valid lower bound on the optimum if known."""
+    """A solution's objective, and a valid lower bound on the optimum if known. The sink
+    sees the best objective so far: a model's early solutions can be worse than the
+    baseline plan it was hinted with, which the solve still holds."""
+    global _best
     if _sink is not None:
-        _sink(float(objective), None if bound is None else float(bound))
+        _best = min(_best, float(objective))
+        _sink(_best, None if bound is None else float(bound))

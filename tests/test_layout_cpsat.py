@@ -123,7 +123,7 @@ def test_the_l1_capacity_binds_on_a_small_device():
     assert tight.total_latency_us >= roomy.total_latency_us
 
 
-def test_beyond_the_model_size_windows_never_lose_to_the_best_baseline(monkeypatch):
+def test_beyond_the_model_size_segments_never_lose_to_the_best_baseline(monkeypatch):
     monkeypatch.setattr("solver.layout.cpsat.MAX_MODEL_OPS", 3)
     graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "bert-base-layer")))
     plan = solve(graph, "cpsat", "wormhole_n150", time_limit_s=5.0)
@@ -133,29 +133,44 @@ def test_beyond_the_model_size_windows_never_lose_to_the_best_baseline(monkeypat
     assert 0 < plan.stats.best_bound <= plan.total_latency_us  # the per-op latency floor
 
 
-def test_a_restricted_model_fixes_every_op_outside_the_window():
+def test_a_segment_is_the_incumbent_cut_out_and_put_back_unchanged():
+    """Cutting steps 10-29 out of a decoder layer: tensors made before enter with their
+    homes, tensors read after stay live and their producers keep their configuration, and
+    the incumbent's own decisions, put back, price exactly as before."""
     problem = analyze(parse_graph(load(LLAMA_LAYER)), resolve_device(None, "wormhole_n150"))
     start = BASELINE_POLICIES["greedy"](problem)
-    free = set(problem.order[:8])
-    sub, hinted = lns.restrict(problem, start, free)
-    for name in problem.order:
-        cands = sub.ops[name].candidates
-        if name in free:
-            assert cands is problem.ops[name].candidates
-        else:
-            (only,) = cands
-            assert [list(a) for a in only.accepts] == [[m] for m in start.reads[name]]
-            assert only.output == start.configs[name].output
-    # the incumbent is a solution of the restricted model with the same total
-    assert build_plan(sub, hinted, "x", 0.0).total_latency_us == pytest.approx(
+    seg = lns.segment(problem, start, 10, 30)
+    sub = seg.problem
+    assert sub.order == problem.order[10:30]
+    assert all(sub.tensors[t].producer is None for t in sub.fixed_homes)
+    assert all(sub.fixed_homes[t] == start.configs[problem.tensors[t].producer].output
+               for t in sub.fixed_homes)
+    assert sub.live_out
+    for t in sub.live_out:
+        producer = problem.tensors[t].producer
+        assert any(problem.order.index(op) >= 30 for op, _ in problem.tensors[t].consumers)
+        if producer in sub.ops:
+            (only,) = sub.ops[producer].candidates
+            assert only.id == start.configs[producer].id
+    assert len(sub.reserved_l1) == 20 and all(v >= 0 for v in sub.reserved_l1.values())
+    back = lns.lift(problem, start, seg, seg.hint)
+    assert build_plan(problem, back, "x", 0.0).total_latency_us == pytest.approx(
         build_plan(problem, start, "x", 0.0).total_latency_us)
 
 
-def test_window_search_improves_a_decoder_layer_and_keeps_it_valid():
+def test_segments_cover_the_schedule_overlapping_by_half():
+    assert lns.segments(10, 48) == [(0, 10)]
+    spans = lns.segments(100, 40)
+    assert spans[0] == (0, 40) and spans[-1] == (60, 100)
+    assert all(b - a == 40 for a, b in spans)
+    assert all(nxt[0] - cur[0] <= 20 for cur, nxt in zip(spans, spans[1:], strict=False))
+
+
+def test_segment_search_improves_a_decoder_layer_and_keeps_it_valid():
     problem = analyze(parse_graph(load(LLAMA_LAYER)), resolve_device(None, "wormhole_n150"))
     start = BASELINE_POLICIES["greedy"](problem)
     before = build_plan(problem, start, "x", 0.0).total_latency_us
-    found = lns.search(problem, start, time.perf_counter() + 20.0, seed=0, workers=2, window=8)
+    found = lns.search(problem, start, time.perf_counter() + 20.0, seed=0, workers=2)
     plan = build_plan(problem, found.assignment, "x", 0.0)
     assert found.improved >= 1 and plan.total_latency_us == found.total_us < before
     assert evaluate(problem, plan).valid

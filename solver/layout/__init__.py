@@ -60,7 +60,7 @@ BASELINES = tuple(BASELINE_POLICIES)
 
 def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     """The CP-SAT model (``cpsat.py``) hinted with the best baseline, the better of the two
-    plans kept; graphs beyond one model get the window search (``lns.py``) from the best
+    plans kept; graphs beyond one model get the segment search (``lns.py``) from the best
     baseline. The answer is never worse than a baseline, and every plan kept passed the
     evaluator."""
     started = time.perf_counter()
@@ -70,7 +70,7 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     progress.report(best_total)
     deadline = started + options.time_limit_s
     if len(problem.order) > cpsat.MAX_MODEL_OPS:
-        return _by_windows(problem, best, best_total, deadline, options,
+        return _by_segments(problem, best, best_total, deadline, options,
                            cpsat.latency_floor_us(problem))
     found = cpsat.solve_model(problem, best, deadline, options.seed, options.workers)
     if found.assignment is not None:
@@ -87,9 +87,9 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     return Outcome(best, "optimal" if found.optimal else "feasible", best_total, bound, gap)
 
 
-def _by_windows(problem: LayoutProblem, best: Assignment, best_total: float, deadline: float,
+def _by_segments(problem: LayoutProblem, best: Assignment, best_total: float, deadline: float,
                 options: SolveOptions, bound: float) -> Outcome:
-    """LNS over windows of the schedule from ``best`` until the deadline; the better plan."""
+    """LNS over segments of the schedule from ``best`` until the deadline; the better plan."""
     found = lns.search(problem, best, deadline, options.seed, options.workers)
     if found.improved and found.total_us < best_total and evaluate(
             problem, build_plan(problem, found.assignment, "cpsat", 0.0)).valid:

@@ -22,7 +22,7 @@ is the one ``build_plan`` charges for those decisions):
 
 The best baseline is the hint; when its plan (which may spill, outside this model) is
 better than what the model found, that plan is returned instead, so the answer is never
-worse than any baseline. ``solve_restricted`` solves one window of the LNS in ``lns.py``.
+worse than any baseline. ``solve_segment`` solves one segment of the LNS in ``lns.py``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from solver.layout.problem import LayoutProblem
 
 UNITS_PER_US = 1000
 """Objective resolution: costs are rounded to the nanosecond."""
-MAX_MODEL_OPS = 200
-"""Largest graph solved as one model (about 4 s to build at 200 ops); larger graphs are
-improved window by window (``lns.py``)."""
+MAX_MODEL_OPS = 60
+"""Largest graph solved as one model. Up to here the model proves or improves within the
+default 10 s; beyond it (ResNet-50, 89 ops, 134,000 variables, 1.3 s to build) it found
+nothing in 10 s where the segment search (``lns.py``) gains 0.8-6.8%."""
 
 
 def ns(us: float) -> int:
@@ -83,7 +84,8 @@ def build(problem: LayoutProblem) -> LayoutModel:
     for op in problem.order:
         cands = problem.ops[op].candidates
         scratch = sum(c.cb_bytes_per_core * x[op, j] for j, c in enumerate(cands))
-        m.add(sum(usage[step[op]]) + scratch <= problem.usable_l1)
+        room = problem.usable_l1 - problem.reserved_l1.get(step[op], 0)
+        m.add(sum(usage[step[op]]) + scratch <= room)
     m.minimize(sum(cost))
     return LayoutModel(m, x, r, spill_at)
 
@@ -93,7 +95,7 @@ def _homes(problem: LayoutProblem, x: dict) -> dict[str, dict[MemConfig, cp_mode
     out: dict[str, dict[MemConfig, cp_model.LinearExprT]] = {}
     for name, t in problem.tensors.items():
         if t.producer is None:
-            out[name] = {DRAM: 1}
+            out[name] = {problem.fixed_homes.get(name, DRAM): 1}
             continue
         by_home: dict[MemConfig, list] = defaultdict(list)
         for j, c in enumerate(problem.ops[t.producer].candidates):
@@ -159,10 +161,11 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
     consumer (``spill_at[t, s]``); from the next step on, reads from DRAM are direct and
     reads of the home configuration need a reload copy."""
     info = problem.tensors[t]
-    start = step[info.producer] if info.producer else None
-    steps = sorted({step[op] for op, _ in readers})
-    last = max(steps, default=start)
     l1_homes = {h: v for h, v in homes.items() if h.is_l1}
+    # A segment's tensor made before it and resident in L1 counts from before its first step.
+    start = step[info.producer] if info.producer else (-1 if l1_homes else None)
+    steps = sorted({step[op] for op, _ in readers})
+    last = len(problem.order) - 1 if t in problem.live_out else max(steps, default=start)
     spills = {}
     if l1_homes and start is not None:
         spills = {s: m.new_bool_var(f"spill[{t},{s}]") for s in range(start, last)}
@@ -251,7 +254,7 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
     for s, v in spills.items():
         if s in live:
             m.add(live[s] >= v)  # resident until its spill
-    if info.is_output and last in live:
+    if (info.is_output or t in problem.live_out) and last in live:
         m.add(live[last] >= sum(l1_homes.values()) - sum(spills.values()))
     for h, is_home in l1_homes.items():
         size = problem.bytes_per_core(t, h)
@@ -333,15 +336,13 @@ def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed
     return _solve(problem, start, deadline - time.perf_counter(), seed, workers, False)
 
 
-def solve_restricted(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
-                     workers: int) -> ModelAnswer:
-    """One LNS round (``lns.py``): the model of a problem whose ops outside a window have a
-    single candidate, for at most ``ROUND_S``."""
-    return _solve(problem, start, min(ROUND_S, deadline - time.perf_counter()), seed, workers,
-                  True)
+def solve_segment(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
+                  workers: int) -> ModelAnswer:
+    """One LNS round (``lns.py``): the model of a segment of a larger problem, for at most
+    ``seconds``; its bound holds for the segment only, so none is reported as progress."""
+    return _solve(problem, start, seconds, seed, workers, True)
 
 
-ROUND_S = 2.0
 COMPLETE_HINT_VARS = 50_000
 """Above this many variables CP-SAT's own completion of the partial hint was seen to give
 up (ResNet-50's 134,000-variable model), so the hint is completed here; below it, our
@@ -372,7 +373,7 @@ def complete_hint(lm: LayoutModel, seconds: float, workers: int) -> None:
 
 class _Progress(cp_model.CpSolverSolutionCallback):
     """Each improving solution's objective, and the bound when it bounds the whole problem
-    (a window round's bound holds for its window only)."""
+    (a segment round's bound holds for its segment only)."""
 
     def __init__(self, with_bound: bool):
         super().__init__()
@@ -385,7 +386,8 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
            workers: int, complete: bool) -> ModelAnswer:
-    """Build, hint (completed when ``complete`` or the model is large) and solve."""
+    """Build, hint (completed when ``complete`` or the model is large) and solve; a
+    ``complete`` (segment) solve reports no bound as progress."""
     ends = time.perf_counter() + seconds
     lm = build(problem)
     hint(problem, lm, start)

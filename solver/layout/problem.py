@@ -69,6 +69,12 @@ class LayoutProblem:
     order: list[str]  # a topological order, the graph's own op order where it allows
     measured_ops: dict[tuple[str, str], float]
     measured_copies: dict[tuple[str, str, str], float]
+    # Set only on a segment cut from a larger problem (``lns.segment``): where tensors made
+    # before the segment live when it starts, which tensors are still needed after it, and
+    # the L1 bytes per core (by step) of tensors that only pass through it.
+    fixed_homes: dict[str, MemConfig] = field(default_factory=dict)
+    live_out: frozenset[str] = frozenset()
+    reserved_l1: dict[int, int] = field(default_factory=dict)
 
     @property
     def usable_l1(self) -> int:
