@@ -210,7 +210,7 @@ def test_finished_jobs_and_cached_results_expire(tmp_path):
     assert store.get(job.id) is None and store.cached("k") is None
 
 
-def test_solvers_report_progress_that_ends_at_their_answer():
+def test_solvers_report_progress_that_ends_at_their_answer(monkeypatch):
     from models.layout import parse_graph
     from solver import progress
     from solver.layout import solve as solve_layout
@@ -230,6 +230,11 @@ def test_solvers_report_progress_that_ends_at_their_answer():
                               zip(objectives, objectives[1:], strict=False))
     assert min(objectives) == pytest.approx(plan.total_latency_us, rel=1e-4)
     assert all(bound <= objective + 1e-3 for objective, bound in reports if bound is not None)
+    monkeypatch.setattr("solver.layout.cpsat.MAX_MODEL_OPS", 10)  # the segment search
+    plan, reports = reported(lambda: solve_layout(parse_graph(SLOW_LAYOUT), "cpsat",
+                                                  time_limit_s=3, workers=2))
+    assert len(reports) > 1 and reports[-1][0] == pytest.approx(plan.total_latency_us)
+    assert min(objective for objective, _ in reports) == pytest.approx(plan.total_latency_us)
     fused, reports = reported(lambda: solve_fusion(parse_problem(FUSION), "cpsat",
                                                    time_limit_s=3))
     assert reports and reports[-1][0] == pytest.approx(fused.total_latency)

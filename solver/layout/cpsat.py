@@ -339,7 +339,8 @@ def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed
 def solve_segment(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
                   workers: int) -> ModelAnswer:
     """One LNS round (``lns.py``): the model of a segment of a larger problem, for at most
-    ``seconds``; its bound holds for the segment only, so none is reported as progress."""
+    ``seconds``; its objective and bound are the segment's, so none is reported as
+    progress."""
     return _solve(problem, start, seconds, seed, workers, True)
 
 
@@ -372,22 +373,18 @@ def complete_hint(lm: LayoutModel, seconds: float, workers: int) -> None:
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    """Each improving solution's objective, and the bound when it bounds the whole problem
-    (a segment round's bound holds for its segment only)."""
-
-    def __init__(self, with_bound: bool):
-        super().__init__()
-        self.with_bound = with_bound
+    """Each improving solution's objective and the model's bound, for a whole-problem
+    model (a segment's objective and bound are the segment's: the LNS reports its own)."""
 
     def on_solution_callback(self) -> None:
-        bound = self.best_objective_bound / UNITS_PER_US if self.with_bound else None
-        progress.report(self.objective_value / UNITS_PER_US, bound)
+        progress.report(self.objective_value / UNITS_PER_US,
+                        self.best_objective_bound / UNITS_PER_US)
 
 
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
            workers: int, complete: bool) -> ModelAnswer:
     """Build, hint (completed when ``complete`` or the model is large) and solve; a
-    ``complete`` (segment) solve reports no bound as progress."""
+    ``complete`` (segment) solve reports no progress."""
     ends = time.perf_counter() + seconds
     lm = build(problem)
     hint(problem, lm, start)
@@ -398,7 +395,8 @@ def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
     solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
-    status = solver.solve(lm.model, _Progress(not complete) if progress.active() else None)
+    watch = _Progress() if progress.active() and not complete else None
+    status = solver.solve(lm.model, watch)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ModelAnswer(None, False, None, None)
     return ModelAnswer(decode(problem, lm, solver), status == cp_model.OPTIMAL,
