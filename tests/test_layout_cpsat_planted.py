@@ -55,9 +55,10 @@ def chain(tensors: list[dict], ops: list[dict], start: str, prefix: str, n: int,
 
 
 def test_a_residual_fork_greedy_spills_stays_in_l1():
-    """``t`` is made by the first and read by the last op of a 5-op block. Greedy shards every op
-    into L1 and, when the block overflows, evicts the tensor with the farthest next use,
-    ``t``, paying a spill and a reload; the optimum sizes the block around ``t``."""
+    """``t`` is made by the first and read by the last op of a 5-op block. Greedy shards
+    every op into L1 and, when the block overflows, evicts the tensor with the farthest
+    next use, ``t``, paying a spill and a reload; the optimum sizes the block around ``t``
+    and keeps it in L1 throughout."""
     ts = [tensor("x", ACTIVATION, "input"), tensor("t", ACTIVATION)]
     ops = [op("a", "relu", ["x"], ["t"])]
     last = chain(ts, ops, "t", "c", 3, ACTIVATION)

@@ -71,7 +71,7 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     deadline = started + options.time_limit_s
     if len(problem.order) > cpsat.MAX_MODEL_OPS:
         return _by_segments(problem, best, best_total, deadline, options,
-                           cpsat.latency_floor_us(problem))
+                            cpsat.latency_floor_us(problem))
     found = cpsat.solve_model(problem, best, deadline, options.seed, options.workers)
     if found.assignment is not None:
         plan = build_plan(problem, found.assignment, "cpsat", 0.0)
