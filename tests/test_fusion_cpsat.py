@@ -108,3 +108,34 @@ def test_time_limit_is_honoured_on_a_large_benchmark(seconds):
     assert not found.optimal
     assert total(found.schedule) <= total(as_variants(ctx, unfused(ctx)))
     assert_valid(ctx, found.schedule)
+
+
+def test_time_limit_holds_when_scoring_one_op_set_is_slow(monkeypatch):
+    """The window's scoring stops inside one op set's config search, not only between op
+    sets: each candidate config scored for a window's variant is made to take 0.3 s."""
+    import solver.fusion.cpsat as fusion_cpsat
+    import solver.fusion.score as score
+
+    making: list[tuple] = []
+    real_make, real_score = fusion_cpsat.make_variant, score.score_subgraph
+
+    def make(ctx, *key):
+        making.append(key)
+        try:
+            return real_make(ctx, *key)
+        finally:
+            making.pop()
+
+    def slow(*args, **kwargs):
+        if making:
+            time.sleep(0.3)
+        return real_score(*args, **kwargs)
+
+    monkeypatch.setattr(fusion_cpsat, "make_variant", make)
+    monkeypatch.setattr(score, "score_subgraph", slow)
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-1.json").read_text())
+    started = time.monotonic()
+    ctx, found = search(raw, "per_native_k", seconds=2.0)
+    assert time.monotonic() - started < 2.0 + 2  # 6.9 s when the search was not stopped
+    assert total(found.schedule) <= total(as_variants(ctx, greedy(ctx)))
+    assert_valid(ctx, found.schedule)

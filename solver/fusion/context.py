@@ -24,6 +24,10 @@ from solver.fusion.problem import (
 )
 
 
+class ScoringTimeout(Exception):
+    """The context's deadline passed during a config search; nothing was cached."""
+
+
 class ScoringContext:
     """One problem under one set of rules, with the caches every scoring call shares."""
 
@@ -48,6 +52,9 @@ class ScoringContext:
         self.per_element = bandwidth.denominator * compute_scale
         """Latency units one element of slow-memory traffic costs."""
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self.deadline: float | None = None
+        """A ``time.monotonic()`` value after which a config search stops (``best_config``
+        raises ``ScoringTimeout``): set by a solver while it scores under a time limit."""
 
     def shape(self, ops: tuple[int, ...]) -> SubgraphShape:
         return self.graph.shape(ops)

@@ -31,7 +31,7 @@ from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, obj
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import lower_bounds
 from solver.fusion.schedule import Planned
-from solver.fusion.score import ScoringContext
+from solver.fusion.score import ScoringContext, ScoringTimeout
 from solver.fusion.variants import Variant, make_variant, retention_options
 
 WHOLE_GRAPH_BUDGET = 3000
@@ -186,19 +186,25 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
                                                           for k in o[1:]]
     fits = {v.ops for v in variants if not v.retained_in and not v.retained_out}
     scored_all = True
-    for key in plain_first:
-        if time.monotonic() > scoring_ends:
-            scored_all = False
-            break
-        retains = bool(key[1] or key[2])
-        if key in seen or (retains and key[0] not in fits):
-            continue  # retention only adds to the working set: no fit without, none with
-        seen.add(key)
-        found = make_variant(ctx, *key)
-        if found is not None:
-            variants.append(found)
-            if not retains:
-                fits.add(key[0])
+    ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
+    try:
+        for key in plain_first:
+            if time.monotonic() > scoring_ends:
+                scored_all = False
+                break
+            retains = bool(key[1] or key[2])
+            if key in seen or (retains and key[0] not in fits):
+                continue  # retention only adds to the working set: no fit without, none with
+            seen.add(key)
+            found = make_variant(ctx, *key)
+            if found is not None:
+                variants.append(found)
+                if not retains:
+                    fits.add(key[0])
+    except ScoringTimeout:
+        scored_all = False
+    finally:
+        ctx.deadline = None
     variants += _repeats(ctx, variants)
     model, mv = build_model(window, variants, objective_scale(variants, ctx.unit))
     add_hint(model, window, variants, mv, list(range(len(incumbent))))

@@ -10,18 +10,19 @@ simulation (``simulate.py``).
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, NamedTuple
 
 from solver.fusion.closed_form import Granularity, Traversal, closed_form, plan_of, templates_of
-from solver.fusion.context import ScoringContext
+from solver.fusion.context import ScoringContext, ScoringTimeout
 from solver.fusion.problem import SubgraphShape, ceil_div
 from solver.fusion.simulate import raster_order, snake_order
 
-__all__ = ["Config", "Granularity", "Score", "ScoringContext", "Traversal", "best_config",
-           "score_subgraph", "tile_order"]
+__all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
+           "best_config", "score_subgraph", "tile_order"]
 
 
 class Score(NamedTuple):
@@ -125,6 +126,8 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         floor, rank, gran = heapq.heappop(waiting)
         if best is not None and (floor, rank) > best[:2]:
             break  # its latency is at least its floor: it cannot beat the best, nor can later ones
+        if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+            raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
         if held + templates.first_step_floor(ctx, gran, resident, kept) > ctx.capacity:
             continue
         plan = plan_of(ctx, shape.ops, gran)
