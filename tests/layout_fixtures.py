@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from models.device import DeviceSpec
+from solver.layout.problem import resolve_device
 from tests.conftest import ROOT
 
 EXAMPLES = sorted((ROOT / "benchmarks" / "layout").glob("*.json"))
@@ -16,6 +18,14 @@ PRESET_PAIR = ("wormhole_n150", "blackhole_p150")
 
 def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+def with_usable_l1(graph, usable_l1: int, preset: str = "wormhole_n150") -> DeviceSpec:
+    """``preset`` with exactly ``usable_l1`` bytes of L1 per core for tensors and scratch,
+    so L1 pressure (spills, reloads, smaller layouts) can be set per test."""
+    spec = resolve_device(graph, preset)
+    return spec.model_copy(update={"name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
+                                   "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
 
 
 def tensor(name: str, shape: list[int], kind: str = "activation", dtype: str = "bf16") -> dict:

@@ -14,7 +14,15 @@ from solver.layout.evaluate import evaluate
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import analyze, resolve_device
 from tests.conftest import ROOT
-from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
+from tests.layout_fixtures import (
+    EXAMPLES,
+    PRESET_PAIR,
+    load,
+    op,
+    tensor,
+    tiny,
+    with_usable_l1,
+)
 
 ROUNDING_US = 0.01
 LLAMA_LAYER = ROOT / "benchmarks" / "layout" / "models" / "llama-3.2-1b-prefill128-l1.json"
@@ -76,10 +84,7 @@ def test_optimum_equals_exhaustive_search_under_l1_pressure(usable_l1):
     """A residual fork on devices from barely-fitting to roomy: the optimal plan changes
     with the capacity, and always equals the enumeration (spills included)."""
     graph = parse_graph(RESIDUAL)
-    spec = resolve_device(graph, "wormhole_n150")
-    device = spec.model_copy(update={
-        "name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
-        "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
+    device = with_usable_l1(graph, usable_l1)
     plan = solve(graph, "cpsat", device, time_limit_s=20, max_configs=3)
     assert plan.status == "optimal"
     assert plan.total_latency_us == pytest.approx(exhaustive_best(graph, device, 3),
@@ -110,14 +115,10 @@ def test_the_l1_capacity_binds_on_a_small_device():
     """With L1 shrunk the plan changes, and every step still fits (the evaluator checks)."""
     graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "resnet50-bottleneck")))
     roomy = solve(graph, "cpsat", "wormhole_n150")
-    spec = resolve_device(graph, "wormhole_n150")
     peak = max(s.bytes_per_core for s in roomy.l1_timeline)
     floor = max(s.bytes_per_core for s in solve(graph, "dram", "wormhole_n150").l1_timeline)
     assert floor < peak
-    small = spec.model_copy(update={
-        "name": "small-l1", "l1_usage_cap": 1.0,
-        "l1_size_bytes": spec.l1_unreserved_base_bytes + (floor + peak) // 2})
-    tight = solve(graph, "cpsat", small)
+    tight = solve(graph, "cpsat", with_usable_l1(graph, (floor + peak) // 2))
     assert not tight.violations
     assert max(s.bytes_per_core for s in tight.l1_timeline) < peak
     assert tight.total_latency_us >= roomy.total_latency_us

@@ -13,8 +13,8 @@ from models.layout import LayoutPlan, parse_graph
 from solver.layout import BASELINE_POLICIES, BASELINES, cpsat, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.plan import build_plan
-from solver.layout.problem import analyze, resolve_device
-from tests.layout_fixtures import op, tensor
+from solver.layout.problem import analyze
+from tests.layout_fixtures import op, tensor, with_usable_l1
 
 ACTIVATION = [1, 256, 1024]
 
@@ -22,15 +22,6 @@ ACTIVATION = [1, 256, 1024]
 def graph(name: str, tensors: list[dict], ops: list[dict], outputs: list[str]):
     return parse_graph({"format": "layoutsat-graph", "version": 1, "name": name,
                         "tensors": tensors, "ops": ops, "outputs": outputs})
-
-
-def with_l1(g, usable_l1: int | None):
-    """The n150 preset, with only ``usable_l1`` bytes of L1 per core when given."""
-    spec = resolve_device(g, "wormhole_n150")
-    if usable_l1 is None:
-        return spec
-    return spec.model_copy(update={"name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
-                                   "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
 
 
 def solve_all(g, device) -> dict[str, LayoutPlan]:
@@ -65,7 +56,7 @@ def test_a_residual_fork_greedy_spills_stays_in_l1():
     ts.append(tensor("out", ACTIVATION))
     ops.append(op("join", "add", [last, "t"], ["out"]))
     g = graph("residual-fork", ts, ops, ["out"])
-    plans = solve_all(g, with_l1(g, 32_000))
+    plans = solve_all(g, with_usable_l1(g, 32_000))
     assert "t" in {s.tensor for s in plans["greedy"].spills}
     assert plans["greedy"].reloads
     best = plans["cpsat"]
@@ -82,7 +73,7 @@ def test_a_join_whose_second_operand_forces_a_reshard_greedy_does_not_foresee():
     ops = [op("mk_p", "gelu", ["x"], ["p"]), op("mk_q", "softmax", ["y"], ["q"], dim=-1),
            op("sum", "add", ["p", "q"], ["r"]), op("post", "relu", ["r"], ["out"])]
     g = graph("join-reshard", ts, ops, ["out"])
-    plans = solve_all(g, with_l1(g, None))
+    plans = solve_all(g, "wormhole_n150")
     assert [(c.tensor, c.consumers) for c in plans["greedy"].reshards] == [("q", ["sum"])]
     best = plans["cpsat"]
     assert not best.reshards and not best.reloads
@@ -102,7 +93,7 @@ def test_an_early_reshard_unlocks_a_faster_configuration_downstream():
     ops = [op("fc", "matmul", ["x", "w"], ["h"])]
     chain(ts, ops, "h", "e", 4, [1, m, n])
     g = graph("early-reshard", ts, ops, ["e3"])
-    plans = solve_all(g, with_l1(g, None))
+    plans = solve_all(g, "wormhole_n150")
     greedy, best = plans["greedy"], plans["cpsat"]
     assert not greedy.reshards
     (copy,) = best.reshards
@@ -129,7 +120,7 @@ def test_a_late_spill_beats_an_early_one():
     ts.append(tensor("out", ACTIVATION))
     ops.append(op("join", "add", [last, "t"], ["out"]))
     g = graph("late-spill", ts, ops, ["out"])
-    device = with_l1(g, 28_000)
+    device = with_usable_l1(g, 28_000)
     plans = solve_all(g, device)
     assert [(s.tensor, s.step) for s in plans["dfsharding"].spills if s.tensor == "t"] == [
         ("t", 0)]
@@ -163,7 +154,7 @@ def test_two_chains_competing_for_l1_share_it_by_global_benefit():
                           [f"{name}{i}"]))
             prev[name] = f"{name}{i}"
     g = graph("two-chains", ts, ops, [prev["a"], prev["b"]])
-    plans = solve_all(g, with_l1(g, 56_000))
+    plans = solve_all(g, with_usable_l1(g, 56_000))
     greedy, best = plans["greedy"], plans["cpsat"]
     assert any(s.tensor.startswith("a") and s.tensor != prev["a"] for s in greedy.spills)
     assert not best.spills and not best.reloads

@@ -14,8 +14,8 @@ from models.errors import InputValidationError
 from models.layout import parse_graph
 from solver.layout import BASELINES, solve
 from solver.layout.evaluate import evaluate
-from solver.layout.problem import analyze, resolve_device
-from tests.layout_fixtures import op, tensor
+from solver.layout.problem import analyze
+from tests.layout_fixtures import op, tensor, with_usable_l1
 from tests.test_layout_cpsat import ROUNDING_US, exhaustive_best
 
 SHAPES = ([1, 64, 128], [1, 128, 256], [1, 256, 1024], [1, 512, 512])
@@ -51,9 +51,7 @@ def graphs(draw: st.DrawFn, max_ops: int) -> dict[str, Any]:
 def pressed(graph, usable_l1: int):
     """The n150 preset with only ``usable_l1`` bytes of L1 per core, so spills matter; a
     graph with an op whose scratch alone does not fit is not an example (assumed away)."""
-    spec = resolve_device(graph, "wormhole_n150")
-    device = spec.model_copy(update={"name": f"l1-{usable_l1}", "l1_usage_cap": 1.0,
-                                     "l1_size_bytes": spec.l1_unreserved_base_bytes + usable_l1})
+    device = with_usable_l1(graph, usable_l1)
     try:
         analyze(graph, device)
     except InputValidationError as exc:

@@ -382,20 +382,20 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
-           workers: int, complete: bool) -> ModelAnswer:
-    """Build, hint (completed when ``complete`` or the model is large) and solve; a
-    ``complete`` (segment) solve reports no progress."""
+           workers: int, segment: bool) -> ModelAnswer:
+    """Build, hint and solve. The hint is completed for a segment (always) or a large model;
+    a segment's solve reports no progress."""
     ends = time.perf_counter() + seconds
     lm = build(problem)
     hint(problem, lm, start)
-    if complete or len(lm.model.proto.variables) > COMPLETE_HINT_VARS:
+    if segment or len(lm.model.proto.variables) > COMPLETE_HINT_VARS:
         complete_hint(lm, (ends - time.perf_counter()) / 2, workers)
     seconds = ends - time.perf_counter()
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
-    watch = _Progress() if progress.active() and not complete else None
+    watch = _Progress() if progress.active() and not segment else None
     status = solver.solve(lm.model, watch)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ModelAnswer(None, False, None, None)

@@ -98,7 +98,7 @@ def segment(problem: LayoutProblem, incumbent: Assignment, lo: int, hi: int) -> 
         ops[op] = info
     sub = replace(problem, tensors=tensors, ops=ops, order=order, fixed_homes=fixed_homes,
                   live_out=frozenset(live_out),
-                  reserved_l1=_passing_through(problem, full, copies, lo, hi, touched))
+                  reserved_l1=_passing_through(problem, res, copies, lo, hi, touched))
     hinted = Assignment(order, {op: ops[op].candidates[0] if op in keep else
                                 incumbent.configs[op] for op in order},
                         {op: incumbent.reads[op] for op in order},
@@ -114,13 +114,12 @@ def _fixed(incumbent: Assignment, op: str):
                                          zip(chosen.accepts, incumbent.reads[op], strict=True)))
 
 
-def _passing_through(problem: LayoutProblem, full: Assignment, copies, lo: int, hi: int,
+def _passing_through(problem: LayoutProblem, res: Residency, copies, lo: int, hi: int,
                      touched: set[str]) -> dict[int, int]:
     """L1 bytes per core at each of the segment's steps held by what the segment does not
     model: homes of untouched tensors, and copies made before it (kept conservatively)."""
-    res = Residency(problem, full)
     reserved = dict.fromkeys(range(hi - lo), 0)
-    for t, (first, last) in home_residency(problem, full, copies).items():
+    for t, (first, last) in home_residency(problem, res.a, copies).items():
         if t not in touched:
             for k in range(max(first, lo), min(last, hi - 1) + 1):
                 reserved[k - lo] += problem.bytes_per_core(t, res.home(t))
