@@ -43,7 +43,8 @@ UNITS_PER_US = 1000
 MAX_MODEL_OPS = 60
 """Largest graph solved as one model. Up to here the model proves or improves within the
 default 10 s; beyond it (ResNet-50, 89 ops, 134,000 variables, 1.3 s to build) it found
-nothing in 10 s where the segment search (``lns.py``) gains 0.8-6.8%."""
+nothing in 10 s where the segment search (``lns.py``) gains 0.6-7.3% on ResNet-50 and
+MobileNetV2 (BENCHMARKS.md, imported models)."""
 
 
 def ns(us: float) -> int:

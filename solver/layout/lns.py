@@ -40,9 +40,10 @@ from solver.layout.problem import LayoutProblem, TensorInfo
 
 SEGMENT_SIZES = (4, 8, 16, 32)
 """Ops per segment, one size per pass over the schedule, smallest first. On the 1,472-op
-Llama-3.1-8B the gain in 60 s grew as segments shrank (48 ops: none; 12: 1.9%; 6: 3.8%;
-4: 4.6%): what pays first is covering the whole schedule, and a round costs about 0.1 s
-whatever its size. Larger segments then find what needs more ops decided together."""
+Llama-3.1-8B the gain in 60 s grew as segments shrank (48 ops: 0.9%; 12: 1.8%; 6: 3.5%;
+4: 4.5%; ``benchmarks/segments.py``): what pays first is covering the whole schedule, and
+a small round costs about 0.1 s. Larger segments then find what needs more ops decided
+together."""
 SECONDS_PER_OP = 0.125
 """A round's time limit per op of its segment (0.5 s for 4 ops, 4 s for 32)."""
 MIN_ROUND_S = 0.2

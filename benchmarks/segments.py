@@ -1,0 +1,67 @@
+"""Segment sizes of the layout search (``solver/layout/lns.py``) on one large graph: the
+gain over the best baseline within a time limit, one line per schedule of sizes.
+
+    .venv/bin/python benchmarks/segments.py \
+        benchmarks/layout/models/llama-3.1-8b-prefill128-l32.json \
+        --sizes 48 12 6 4 4,8,16,32 [--time-limit 60] [--workers 2] [--device NAME]
+
+Each ``--sizes`` item is one run: a comma list is the cycle of sizes of that run (the
+last item above is the default, ``lns.SEGMENT_SIZES``). The time limit counts from before
+the graph is analysed, as in a solve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.layout import parse_graph  # noqa: E402
+from solver.layout import BASELINE_POLICIES, lns  # noqa: E402
+from solver.layout.evaluate import evaluate  # noqa: E402
+from solver.layout.plan import build_plan  # noqa: E402
+from solver.layout.problem import analyze, resolve_device  # noqa: E402
+
+
+def run(path: Path, sizes: tuple[int, ...], limit: float, workers: int,
+        device: str | None) -> dict:
+    started = time.perf_counter()
+    graph = parse_graph(json.loads(path.read_text()))
+    problem = analyze(graph, resolve_device(graph, device))
+    priced = [(build_plan(problem, assign(problem), name, 0.0).total_latency_us, assign(problem))
+              for name, assign in BASELINE_POLICIES.items()]
+    baseline, start = min(priced, key=lambda p: p[0])
+    found = lns.search(problem, start, started + limit, seed=0, workers=workers, sizes=sizes)
+    plan = build_plan(problem, found.assignment, "segments", 0.0)
+    assert evaluate(problem, plan).valid and plan.total_latency_us == found.total_us
+    return {"graph": path.stem, "device": problem.device.name, "sizes": list(sizes),
+            "best_baseline_us": baseline, "segments_us": found.total_us,
+            "gain_pct": 100 * (1 - found.total_us / baseline), "rounds": found.rounds,
+            "improved": found.improved, "wall_s": time.perf_counter() - started}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graph", type=Path)
+    parser.add_argument("--sizes", nargs="+", default=[",".join(map(str, lns.SEGMENT_SIZES))])
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    print("| sizes | best baseline | segments | gain | rounds | improved | wall_s |")
+    print("|---|---|---|---|---|---|---|")
+    for item in args.sizes:
+        sizes = tuple(int(s) for s in item.split(","))
+        r = run(args.graph, sizes, args.time_limit, args.workers, args.device)
+        print(f"| {item} | {r['best_baseline_us']:,.2f} | {r['segments_us']:,.2f} | "
+              f"{r['gain_pct']:.2f}% | {r['rounds']} | {r['improved']} | {r['wall_s']:.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
