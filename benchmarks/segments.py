@@ -45,20 +45,35 @@ def run(path: Path, sizes: tuple[int, ...], limit: float, workers: int,
             "improved": found.improved, "wall_s": time.perf_counter() - started}
 
 
+def sizes_list(text: str) -> tuple[int, ...]:
+    """``4,8,16``: positive segment sizes, as argparse reads one ``--sizes`` item."""
+    try:
+        sizes = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma list of integers") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': every segment size must be at least 1")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("graph", type=Path)
-    parser.add_argument("--sizes", nargs="+", default=[",".join(map(str, lns.SEGMENT_SIZES))])
+    parser.add_argument("--sizes", nargs="+", type=sizes_list, default=[lns.SEGMENT_SIZES])
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
+    if not args.graph.is_file():
+        parser.error(f"no graph file at {args.graph}")
+    if args.time_limit <= 0:
+        parser.error("--time-limit must be positive")
     print("| sizes | best baseline | segments | gain | rounds | improved | wall_s |")
     print("|---|---|---|---|---|---|---|")
-    for item in args.sizes:
-        sizes = tuple(int(s) for s in item.split(","))
+    for sizes in args.sizes:
         r = run(args.graph, sizes, args.time_limit, args.workers, args.device)
-        print(f"| {item} | {r['best_baseline_us']:,.2f} | {r['segments_us']:,.2f} | "
+        label = ",".join(map(str, sizes))
+        print(f"| {label} | {r['best_baseline_us']:,.2f} | {r['segments_us']:,.2f} | "
               f"{r['gain_pct']:.2f}% | {r['rounds']} | {r['improved']} | {r['wall_s']:.1f} |",
               flush=True)
 
