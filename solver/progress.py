@@ -28,8 +28,10 @@ def active() -> bool:
 def report(objective: float, bound: float | None = None) -> None:
     """A solution's objective, and a valid lower bound on the optimum if known. The sink
     sees the best objective so far: a model's early solutions can be worse than the
-    baseline plan it was hinted with, which the solve still holds."""
+    baseline plan it was hinted with, which the solve still holds. The bound is clamped to
+    that best objective: a solver's objectives and bounds in its model's rounded units can
+    sit a nanosecond either side of its evaluated totals."""
     global _best
     if _sink is not None:
         _best = min(_best, float(objective))
-        _sink(_best, None if bound is None else float(bound))
+        _sink(_best, None if bound is None else min(float(bound), _best))

@@ -1,6 +1,7 @@
 """Randomized cross-checks of the layout ``cpsat`` solver (hypothesis): on tiny random graphs
-its proven optimum equals exhaustive enumeration; on larger random graphs its plan passes
-the evaluator, which recomputes the same total, and is never worse than a baseline."""
+its proven optimum equals exhaustive enumeration, and the model prices any valid plan
+exactly as the plan does; on larger random graphs its plan passes the evaluator, which
+recomputes the same total, and is never worse than a baseline."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 from models.errors import InputValidationError
 from models.layout import parse_graph
-from solver.layout import BASELINES, solve
+from solver.layout import BASELINES, cpsat, solve
 from solver.layout.evaluate import evaluate
+from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import analyze
 from tests.layout_fixtures import op, tensor, with_usable_l1
 from tests.test_layout_cpsat import ROUNDING_US, exhaustive_best
@@ -71,6 +74,50 @@ def test_random_tiny_graphs_optimum_equals_exhaustive_search(doc, max_configs, u
     assert plan.status == "optimal", plan.stats
     assert plan.total_latency_us == pytest.approx(
         exhaustive_best(graph, device, max_configs), abs=ROUNDING_US)
+
+
+def model_price_us(problem, a: Assignment) -> float | None:
+    """The model's cheapest objective with ``a``'s decisions fixed (None: it excludes them)."""
+    lm = cpsat.build(problem)
+    for (name, j), var in lm.x.items():
+        lm.model.add(var == int(problem.ops[name].candidates[j] is a.configs[name]))
+    for (name, i, cfg), var in lm.r.items():
+        lm.model.add(var == int(a.reads[name][i] == cfg))
+    for (name, k), var in lm.spill_at.items():
+        lm.model.add(var == int(a.spills.get(name) == k))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = 20
+    if solver.solve(lm.model) != cp_model.OPTIMAL:
+        return None
+    return solver.objective_value / cpsat.UNITS_PER_US
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=graphs(max_ops=5), usable_l1=st.sampled_from([12_000, 24_000, 1_000_000]),
+       data=st.data())
+def test_the_model_prices_every_valid_plan_as_the_plan_does(doc, usable_l1, data):
+    """Random decisions (configurations, reads, late spills) that make a valid plan are a
+    solution of the model at the plan's own total: no redundant row cuts a plan off or
+    overcharges it (a row that charged a copy for a DRAM read after a spill did)."""
+    graph = parse_graph(doc)
+    problem = analyze(graph, pressed(graph, usable_l1), 3)
+    order = problem.order
+    step = {name: k for k, name in enumerate(order)}
+    configs = {name: data.draw(st.sampled_from(problem.ops[name].candidates)) for name in order}
+    reads = {name: [data.draw(st.sampled_from(sorted(acc, key=lambda m: m.key)))
+                    for acc in configs[name].accepts] for name in order}
+    spills = {}
+    for name, t in problem.tensors.items():
+        if t.producer and configs[t.producer].output.is_l1 and t.consumers:
+            last = max(step[user] for user, _ in t.consumers)
+            k = data.draw(st.sampled_from([None, *range(step[t.producer], last)]))
+            if k is not None:
+                spills[name] = k
+    a = Assignment(list(order), configs, reads, spills)
+    plan = build_plan(problem, a, "random", 0.0)
+    assume(evaluate(problem, plan).valid)
+    assert model_price_us(problem, a) == pytest.approx(plan.total_latency_us, abs=ROUNDING_US)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))

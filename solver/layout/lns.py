@@ -40,8 +40,8 @@ from solver.layout.problem import LayoutProblem, TensorInfo
 
 SEGMENT_SIZES = (4, 8, 16, 32)
 """Ops per segment, one size per pass over the schedule, smallest first. On the 1,472-op
-Llama-3.1-8B the gain in 60 s grew as segments shrank (48 ops: 0.9%; 12: 1.8%; 6: 3.5%;
-4: 4.5%; ``benchmarks/segments.py``): what pays first is covering the whole schedule, and
+Llama-3.1-8B the gain in 60 s grew as segments shrank (48 ops: 0.9%; 12: 1.8%; 6: 3.4%;
+4: 3.8%; ``benchmarks/segments.py``): what pays first is covering the whole schedule, and
 a small round costs about 0.1 s. Larger segments then find what needs more ops decided
 together."""
 SECONDS_PER_OP = 0.125
