@@ -12,7 +12,8 @@ trivial floor. The relaxation serves three ways:
 * its solution, often integral on this kind of model, rounds to a plan worth trying.
 
 Rows with enforcement literals are left out (a weaker, still valid relaxation); a
-``lin_max`` over 0/1 terms is relaxed to ``max <= target <= sum``.
+``lin_max`` is relaxed to ``target >= each expression``, and ``target <= their sum`` when
+none can be negative (nonnegative multiples of 0/1 variables).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def relax(model: cp_model.CpModel, seconds: float) -> Relaxation | None:
         lp.variable[index].objective_coefficient += coeff
     for ct in proto.constraints:
         if not ct.enforcement_literal:
-            for lower, upper, terms in _rows(ct):
+            for lower, upper, terms in _rows(ct, boolean):
                 _add_row(lp, lower, upper, terms)
     solver = pywraplp.Solver.CreateSolver("GLOP")
     solver.SetTimeLimit(max(1, int(seconds * 1000)))
@@ -102,7 +103,7 @@ def relax(model: cp_model.CpModel, seconds: float) -> Relaxation | None:
 Row = tuple[float, float, list[tuple[int, float]]]
 
 
-def _rows(ct: cp_model_pb2.ConstraintProto) -> list[Row]:
+def _rows(ct: cp_model_pb2.ConstraintProto, boolean: list[bool]) -> list[Row]:
     """One CP-SAT constraint as LP rows (lower, upper, terms); none for the kinds this
     relaxation leaves out, which only makes it weaker."""
     kind = ct.WhichOneof("constraint")
@@ -122,9 +123,10 @@ def _rows(ct: cp_model_pb2.ConstraintProto) -> list[Row]:
         rows: list[Row] = [(offset - target.offset, INF,
                             target_terms + [(i, -c) for i, c in terms])  # target >= expr
                            for terms, offset in exprs]
-        # target <= the sum of the exprs: valid when each is nonnegative (0/1 terms)
-        rows.append((-INF, sum(o for _, o in exprs) - target.offset,
-                     target_terms + [(i, -c) for terms, _ in exprs for i, c in terms]))
+        if all(offset >= 0 and all(c >= 0 and boolean[i] for i, c in terms)
+               for terms, offset in exprs):  # target <= their sum: valid when none is < 0
+            rows.append((-INF, sum(o for _, o in exprs) - target.offset,
+                         target_terms + [(i, -c) for terms, _ in exprs for i, c in terms]))
         return rows
     return []
 

@@ -74,3 +74,15 @@ def test_a_maximization_is_refused():
     m.maximize(a)
     with pytest.raises(ValueError, match="minimization"):
         relax(m, 1)
+
+
+def test_a_max_of_expressions_that_can_be_negative_keeps_only_its_valid_rows():
+    """t = max(a - 1, b - 1) over 0/1 a, b is -1 at a = b = 0. ``t <= sum`` would force
+    t <= -2 there, a row no solution satisfies; min t must stay -1, not drop below or fail."""
+    m = cp_model.CpModel()
+    a, b = m.new_bool_var("a"), m.new_bool_var("b")
+    t = m.new_int_var(-5, 5, "t")
+    m.add_max_equality(t, [a - 1, b - 1])
+    m.minimize(t)
+    relaxed = relax(m, 5)
+    assert relaxed is not None and relaxed.objective == pytest.approx(-1.0)
