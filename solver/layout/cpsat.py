@@ -479,11 +479,11 @@ def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
     lm = build(problem)
     hint(problem, lm, start)
     if segment:
-        return _search_segment(lm, problem, ends, seed, workers)
+        return _search_segment(problem, lm, ends, seed, workers)
     return _search_whole(problem, lm, start, ends, seed, workers)
 
 
-def _search_segment(lm: LayoutModel, problem: LayoutProblem, ends: float, seed: int,
+def _search_segment(problem: LayoutProblem, lm: LayoutModel, ends: float, seed: int,
                     workers: int) -> ModelAnswer:
     """A segment (a fraction of a second): the incumbent is the completed hint, priced by
     the model itself, so the fixings never cut it and the fixed model's optimum is the
