@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from models.layout import LayoutPlan
 from solver import progress
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import DRAM, MemConfig
@@ -272,13 +273,13 @@ def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,
         if cfg.is_l1:
             suffix = _running_or(m, f"suf[{t},{cfg.key}]", reads, steps, reverse=True)
             size = problem.bytes_per_core(t, cfg)
+            held = {}
             for k in range(min(steps), max(steps) + 1):
-                live = m.new_bool_var(f"cl[{t},{cfg.key},{k}]")
-                m.add(live >= _at(prefix, steps, k) + _at(suffix, steps, k, after=True) - 1)
-                for kr, v in reads:
-                    if kr == k:
-                        m.add(live >= v)  # resident when read
-                usage[k].append(size * live)
+                held[k] = m.new_bool_var(f"cl[{t},{cfg.key},{k}]")
+                m.add(held[k] >= _at(prefix, steps, k) + _at(suffix, steps, k, after=True) - 1)
+                usage[k].append(size * held[k])
+            for k, v in reads:
+                m.add(held[k] >= v)  # resident when read
     if not l1_homes or start is None:
         return cost
     paid = []
@@ -363,8 +364,7 @@ def _decode(problem: LayoutProblem, lm: LayoutModel,
     one half. Exact on an integral solution; a rounding of an LP one."""
     configs = {op: max(enumerate(problem.ops[op].candidates),
                        key=lambda jc: value(lm.x[op, jc[0]]))[1] for op in problem.order}
-    reads = {op: [max((cfg for cfg in configs[op].accepts[i] if (op, i, cfg) in lm.r),
-                      key=lambda cfg: value(lm.r[op, i, cfg]))
+    reads = {op: [max(configs[op].accepts[i], key=lambda cfg: value(lm.r[op, i, cfg]))
                   for i in range(len(problem.ops[op].inputs))] for op in problem.order}
     spills: dict[str, int] = {}
     for (t, k), v in sorted(lm.spill_at.items(), key=lambda item: -value(item[1])):
@@ -450,20 +450,30 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.floor, self.cap = floor, cap
 
     def on_solution_callback(self) -> None:
-        bound = min(self.best_objective_bound / UNITS_PER_US, self.cap)
+        bound = self.best_objective_bound / UNITS_PER_US
         if self.floor is not None:
-            bound = min(max(bound, self.floor), self.cap)
-        progress.report(self.objective_value / UNITS_PER_US, bound)
+            bound = max(bound, self.floor)
+        progress.report(self.objective_value / UNITS_PER_US, min(bound, self.cap))
 
 
 RELAXATION_SHARE = 0.5
-"""At most this share of a whole-model solve's time goes to the LP relaxation."""
+"""At most this share of a search's remaining time goes to the LP relaxation."""
 
 
 @dataclass
 class _Incumbent:
+    """The best plan so far, built once: its total and its copies price the fixings."""
+
     assignment: Assignment
-    total_us: float
+    plan: LayoutPlan
+
+    @property
+    def total_us(self) -> float:
+        return self.plan.total_latency_us
+
+
+def _priced(problem: LayoutProblem, a: Assignment) -> _Incumbent:
+    return _Incumbent(a, build_plan(problem, a, "cpsat", 0.0))
 
 
 def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
@@ -509,20 +519,19 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
     cheaper; the rounding is hinted even when invalid (CP-SAT repairs it). While the
     incumbent is still the baseline, the first search gets half the time so its answer
     can tighten the fixings for the second."""
-    incumbent = _Incumbent(start, build_plan(problem, start, "cpsat", 0.0).total_latency_us)
+    incumbent = _priced(problem, start)
     relaxed = relax(lm.model, (ends - time.perf_counter()) * RELAXATION_SHARE)
     lp_bound = None if relaxed is None else relaxed.objective / UNITS_PER_US
     rounds = 1
     if relaxed is not None:
-        rounded = _decode(problem, lm, lambda v: relaxed.values[v.index])
-        plan = build_plan(problem, rounded, "cpsat", 0.0)
-        if plan.total_latency_us < incumbent.total_us and evaluate(problem, plan).valid:
-            incumbent = _Incumbent(rounded, plan.total_latency_us)
+        rounded = _priced(problem, _decode(problem, lm, lambda v: relaxed.values[v.index]))
+        if rounded.total_us < incumbent.total_us and evaluate(problem, rounded.plan).valid:
+            incumbent = rounded
         else:
             rounds = 2
         progress.report(incumbent.total_us, lp_bound)
         lm.model.clear_hints()
-        hint(problem, lm, rounded)
+        hint(problem, lm, rounded.assignment)
         _fix(problem, lm, relaxed, incumbent)
     if len(lm.model.proto.variables) > COMPLETE_HINT_VARS:
         complete_hint(lm, (ends - time.perf_counter()) / 2, workers)
@@ -531,12 +540,12 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
                          workers)
         watch = _Progress(lp_bound, incumbent.total_us) if progress.active() else None
         status = solver.solve(lm.model, watch)
-        answer = _after_fixing(problem, lm, solver, status, lp_bound, incumbent)
+        answer, best = _after_fixing(problem, lm, solver, status, lp_bound, incumbent)
         progress.report(answer.objective_us, answer.bound_us)
         if answer.optimal or round_ == 1:
             return answer
-        if answer.assignment is not incumbent.assignment:
-            incumbent = _Incumbent(answer.assignment, answer.objective_us)
+        if best is not incumbent:
+            incumbent = best
             lm.model.clear_hints()
             hint(problem, lm, incumbent.assignment)
             _fix(problem, lm, relaxed, incumbent)
@@ -546,7 +555,7 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
 def _solver(ends: float, seed: int, workers: int) -> cp_model.CpSolver:
     """CP-SAT with the limit, seed and workers, and no probing in presolve: it took whole
     rounds on 30,000-variable models (UNet: 3.9 s of 5) and the fixings already did its
-    work; without it 18 of the 20 graphs of up to 60 ops prove optimal within 10 s."""
+    work; without it 19 of the 20 graphs of up to 60 ops prove optimal within 10 s."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, ends - time.perf_counter())
     solver.parameters.random_seed = seed
@@ -559,25 +568,26 @@ def _fix(problem: LayoutProblem, lm: LayoutModel, relaxed: Relaxation,
          incumbent: _Incumbent) -> None:
     """Reduced-cost fixing against the incumbent's cost in model units: its evaluated total
     plus how far the model's rounding of each term can put it above."""
-    plan = build_plan(problem, incumbent.assignment, "cpsat", 0.0)
+    plan = incumbent.plan
     terms = sum(1 + len(problem.ops[op].inputs) for op in problem.order)
     terms += len(plan.reshards) + len(plan.spills) + len(plan.reloads)
     relaxed.fix_by_reduced_cost(lm.model, incumbent.total_us * UNITS_PER_US + terms / 2 + 1)
 
 
 def _after_fixing(problem: LayoutProblem, lm: LayoutModel, solver: cp_model.CpSolver,
-                  status: int, lp_bound: float | None, incumbent: _Incumbent) -> ModelAnswer:
+                  status: int, lp_bound: float | None,
+                  incumbent: _Incumbent) -> tuple[ModelAnswer, _Incumbent]:
     """The answer of a search after reduced-cost fixing. Every plan the fixings cut off
     costs more than the incumbent, so the optimum is at least the smaller of the
     incumbent and the fixed model's bound (and at least the LP bound); a fixed model
     proven optimal, or infeasible (nothing left beats the incumbent), proves the better of
-    its answer and the incumbent optimal, to the model's rounding of each term."""
+    its answer and the incumbent optimal, to the model's rounding of each term. Also
+    returns the better plan, priced."""
     best = incumbent
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        found = decode(problem, lm, solver)
-        total = build_plan(problem, found, "cpsat", 0.0).total_latency_us
-        if total < best.total_us:
-            best = _Incumbent(found, total)
+        found = _priced(problem, decode(problem, lm, solver))
+        if found.total_us < best.total_us:
+            best = found
     proven = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
     searched = incumbent.total_us if status == cp_model.INFEASIBLE \
         else solver.best_objective_bound / UNITS_PER_US
@@ -585,7 +595,8 @@ def _after_fixing(problem: LayoutProblem, lm: LayoutModel, solver: cp_model.CpSo
     if lp_bound is not None:
         bound = max(bound, lp_bound)
     bound = min(bound, best.total_us)
-    return ModelAnswer(best.assignment, proven, best.total_us, best.total_us if proven else bound)
+    return ModelAnswer(best.assignment, proven, best.total_us,
+                       best.total_us if proven else bound), best
 
 
 def latency_floor_us(problem: LayoutProblem) -> float:
