@@ -1,0 +1,77 @@
+"""How tight the layout model's bounds are: the per-op floor, CP-SAT's own bound on the
+model after a plain search, the LP relaxation solved with GLOP (``solver/relaxation.py``)
+and the optimum ``cpsat`` proves, on every example graph and preset.
+
+    .venv/bin/python benchmarks/relaxation.py [--time-limit 10] [--workers 2]
+
+The plain search is the model hinted with the best baseline and nothing else (no
+relaxation, no fixing), for the time limit; it shows where CP-SAT's own LP leaves the
+bound. The last columns are ``cpsat`` as shipped, with the same limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ortools.sat.python import cp_model  # noqa: E402
+
+from models.layout import parse_graph  # noqa: E402
+from solver.layout import BASELINE_POLICIES, cpsat, solve  # noqa: E402
+from solver.layout.plan import build_plan  # noqa: E402
+from solver.layout.problem import analyze, resolve_device  # noqa: E402
+from solver.relaxation import relax  # noqa: E402
+
+PRESETS = ("wormhole_n150", "blackhole_p150")
+
+
+def plain_bound_us(problem, limit: float, workers: int) -> float:  # noqa: ANN001
+    """CP-SAT's bound on the model after ``limit`` seconds of a search hinted with the
+    best baseline, without the relaxation."""
+    start = min((assign(problem) for assign in BASELINE_POLICIES.values()),
+                key=lambda a: build_plan(problem, a, "b", 0.0).total_latency_us)
+    lm = cpsat.build(problem)
+    cpsat.hint(problem, lm, start)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = limit
+    solver.parameters.num_workers = workers
+    solver.solve(lm.model)
+    return solver.best_objective_bound / cpsat.UNITS_PER_US
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.time_limit <= 0:
+        parser.error("--time-limit must be positive")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    print("| graph | device | per-op floor | CP-SAT bound (plain search) | GLOP bound | "
+          "cpsat | status | cpsat wall_s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in sorted((ROOT / "benchmarks/layout").glob("*.json")):
+        graph = parse_graph(json.loads(path.read_text()))
+        for device in PRESETS:
+            problem = analyze(graph, resolve_device(graph, device))
+            relaxed = relax(cpsat.build(problem).model, args.time_limit)
+            glop = "-" if relaxed is None else f"{relaxed.objective / cpsat.UNITS_PER_US:.2f}"
+            plain = plain_bound_us(problem, args.time_limit, args.workers)
+            started = time.perf_counter()
+            plan = solve(graph, "cpsat", device, time_limit_s=args.time_limit,
+                         workers=args.workers)
+            wall = time.perf_counter() - started
+            print(f"| {path.stem} | {device} | {cpsat.latency_floor_us(problem):.2f} | "
+                  f"{plain:.2f} | {glop} | {plan.total_latency_us:.2f} | {plan.status} | "
+                  f"{wall:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

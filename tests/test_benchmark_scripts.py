@@ -1,0 +1,29 @@
+"""The benchmark runners refuse bad arguments with a usage error naming the argument, not
+a traceback (they are run by hand and in CI docs, so their failures should read well)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+GRAPH = "benchmarks/layout/mlp-block.json"
+
+
+@pytest.mark.parametrize(("script", "args", "message"), [
+    ("relaxation.py", ["--time-limit", "-1"], "--time-limit must be positive"),
+    ("relaxation.py", ["--workers", "0"], "--workers must be at least 1"),
+    ("relaxation.py", ["--time-limit", "abc"], "invalid float value: 'abc'"),
+    ("segments.py", [GRAPH, "--sizes", "4,x"], "is not a comma list of integers"),
+    ("segments.py", [GRAPH, "--sizes", "0"], "every segment size must be at least 1"),
+    ("segments.py", ["no/such/graph.json"], "no graph file at no/such/graph.json"),
+    ("segments.py", [GRAPH, "--time-limit", "0"], "--time-limit must be positive"),
+])
+def test_bad_arguments_get_a_usage_error(script, args, message):
+    done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
