@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion.problem import FusionGraph, k_steps, prologue_issue
+from solver.fusion.simulate import NAMED_ORDERS
 
 NATIVES = [[32, 32], [64, 32], [32, 64], [16, 16], [32, 32, 16], [128, 128]]
 MAX_STEPS = 300
@@ -98,7 +99,7 @@ def subgraph_cases(draw: st.DrawFn) -> tuple:
     ntr, ntc = shape.grid(gran[0], gran[1])
     nks = max(k_steps(g, shape, gran[2]).values(), default=1)
     assume(ntr * ntc * nks <= MAX_STEPS)
-    kind = draw(st.sampled_from(["raster", "snake", "custom"]))
+    kind = draw(st.sampled_from([*NAMED_ORDERS, "custom"]))
     traversal = tuple(draw(st.permutations(range(ntr * ntc)))) if kind == "custom" else kind
     tensors = range(g.problem.num_tensors)
     retained_in = frozenset(draw(st.sets(st.sampled_from(tensors), max_size=3)))
@@ -158,7 +159,7 @@ def shared_operand_cases(draw: st.DrawFn) -> tuple:
     assume(prologue_issue(g, shape, gran) is None)
     ntr, ntc = shape.grid(gran[0], gran[1])
     assume(ntr * ntc * max(k_steps(g, shape, gran[2]).values()) <= MAX_STEPS)
-    kind = draw(st.sampled_from(["raster", "snake", "custom"]))
+    kind = draw(st.sampled_from([*NAMED_ORDERS, "custom"]))
     traversal = tuple(draw(st.permutations(range(ntr * ntc)))) if kind == "custom" else kind
     retained_out = frozenset(draw(st.sets(st.sampled_from(sorted(shape.produced)), max_size=1)))
     return g, ops, gran, traversal, frozenset(), retained_out

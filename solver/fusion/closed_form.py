@@ -33,12 +33,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from itertools import combinations
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import SubgraphShape, ceil_div, k_steps
+from solver.fusion.simulate import TraversalName
 
-Traversal = Literal["raster", "snake"] | tuple[int, ...]
+Traversal = TraversalName | tuple[int, ...]
 Granularity = tuple[int, int, int]
 Coord = tuple[int, int]  # exact tile row and column on prone axes, -1 elsewhere
 # (slices present in the previous step, tensors resident whole, where that step was)
@@ -48,6 +49,7 @@ LoadKey = tuple[int, str, str, str]  # (tensor, role, row spec, column spec)
 
 IN_TILE: Relation = (True, True)
 ALONG_ROW: Relation = (True, False)
+ALONG_COLUMN: Relation = (False, True)
 START: State = (0, 0, (-1, -1))
 
 
@@ -662,47 +664,61 @@ class _Run:
         self._tiles[key] = span
         return span
 
-    def row(self, tr: int, forward: bool, enter: Relation, state: State) -> Span:
-        """One row of tiles, left to right or right to left, entered with ``enter``."""
+    def line(self, index: int, by_rows: bool, forward: bool, enter: Relation,
+             state: State) -> Span:
+        """One row (``by_rows``) or column of tiles, forwards or backwards, entered with
+        ``enter``."""
         plan = self.plan
-        ri = bisect_right(plan.row_starts, tr) - 1
-        runs = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
+        fixed, moving, count = ((plan.row_starts, plan.col_starts, plan.ntc) if by_rows
+                                else (plan.col_starts, plan.row_starts, plan.ntr))
+        fi = bisect_right(fixed, index) - 1
+        along = ALONG_ROW if by_rows else ALONG_COLUMN
+
+        def tile(mi: int, rel: Relation, s: State) -> Span:
+            return self.tile(fi, mi, rel, s) if by_rows else self.tile(mi, fi, rel, s)
+
+        runs = list(zip(moving, moving[1:] + [count], strict=True))
         if not forward:
             runs.reverse()
         span: Span | None = None
         for a, b in runs:
-            ci = bisect_right(plan.col_starts, a) - 1
+            mi = bisect_right(moving, a) - 1
             if span is None:
-                span = self.tile(ri, ci, enter, state)
+                span = tile(mi, enter, state)
                 n = b - a - 1
             else:
                 n = b - a
-            span = _repeat(lambda s, ci=ci: self.tile(ri, ci, ALONG_ROW, s), span, n)
+            span = _repeat(lambda s, mi=mi: tile(mi, along, s), span, n)
         assert span is not None
         return span
 
     def traverse(self, traversal: Traversal) -> Span:
         plan = self.plan
         span = Span(0, None, 0, START)
-        if traversal not in ("raster", "snake"):
+        if not isinstance(traversal, str):
             return self._custom(traversal, span)
-        snake = traversal == "snake"
-        # entering a row: raster comes from the previous row's last column, snake from the
-        # tile right above
-        enter = (False, True) if snake or plan.ntc == 1 else (False, False)
-        for a, b in zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True):
+        by_rows = traversal in ("raster", "snake")
+        snake = traversal in ("snake", "column_snake")
+        starts, count, across = ((plan.row_starts, plan.ntr, plan.ntc) if by_rows
+                                 else (plan.col_starts, plan.ntc, plan.ntr))
+        # entering a line: raster comes from the previous line's last tile, snake from the
+        # tile next to it (the same column for rows, the same row for columns)
+        enter = ((False, True) if by_rows else (True, False)) if snake or across == 1 \
+            else (False, False)
+        for a, b in zip(starts, starts[1:] + [count], strict=True):
             n = b - a
             if not snake:
-                span = _repeat(lambda s, a=a: self.row(a, True, enter, s), span, n)
+                span = _repeat(lambda s, a=a: self.line(a, by_rows, True, enter, s), span, n)
                 continue
 
             def pair(s: State, a: int = a) -> Span:
-                first = self.row(a, a % 2 == 0, enter, s)
-                return _then(first, self.row(a + 1, a % 2 == 1, enter, first.state))
+                first = self.line(a, by_rows, a % 2 == 0, enter, s)
+                return _then(first, self.line(a + 1, by_rows, a % 2 == 1, enter, first.state))
 
             span = _repeat(pair, span, n // 2)
             if n % 2:
-                span = _then(span, self.row(b - 1, (b - 1) % 2 == 0, enter, span.state))
+                span = _then(span, self.line(b - 1, by_rows, (b - 1) % 2 == 0, enter,
+                                             span.state))
         return span
 
     def _custom(self, order: Sequence[int], span: Span) -> Span:

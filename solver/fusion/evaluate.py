@@ -43,8 +43,8 @@ from solver.fusion.problem import (
     k_depth_issue,
     prologue_issue,
 )
-from solver.fusion.score import ScoringContext, Traversal, score_subgraph
-from solver.fusion.simulate import Step, raster_order, simulate, snake_order
+from solver.fusion.score import ScoringContext, Traversal, score_subgraph, tile_order
+from solver.fusion.simulate import NAMED_ORDERS, Step, simulate
 
 Engine = Literal["fast", "reference"]
 CLAIM_TOLERANCE = Fraction(1, 10**6)
@@ -307,10 +307,9 @@ def _check_traversal(sol: FusionSolution, i: int, shape: SubgraphShape,
         raise _Invalid(("traversal_orders", i), "S7.3.traversal",
                        f"subgraph {i}: traversal order must be a permutation of the {n} tile "
                        f"indices 0..{n - 1} of its {ntr}x{ntc} grid, got {_list(order, 12)}")
-    if list(order) == raster_order(ntr, ntc):
-        return "raster"
-    if list(order) == snake_order(ntr, ntc):
-        return "snake"
+    for name, named in NAMED_ORDERS.items():
+        if list(order) == named(ntr, ntc):
+            return name
     return tuple(order)
 
 
@@ -325,8 +324,7 @@ def _run(ctx: ScoringContext, result: Evaluation, i: int, shape: SubgraphShape,
         if score.fits:
             return score.latency
     ntr, ntc = shape.grid(w, h)
-    order = (raster_order(ntr, ntc) if traversal == "raster" else
-             snake_order(ntr, ntc) if traversal == "snake" else list(traversal))
+    order = tile_order(traversal, ntr, ntc)
     trace = simulate(ctx.graph, shape, (w, h, k), order, resident, retained, ctx.rules,
                      record=details, stop_at_overflow=True)
     if trace.first_overflow is not None:

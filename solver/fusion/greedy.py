@@ -6,7 +6,7 @@ ephemeral tensor needed outside the merged subgraph (SEMANTICS.md S4.2: nobody w
 write it), or fit at no legal granularity; then keep merging at zero benefit (every such
 merge makes the connecting tensors ephemeral). Each subgraph takes its best legal
 granularity and traversal (``best_config``: larger tiles on ties, snake for multi-tile
-MatMul subgraphs unless raster is faster). Finally, walking the subgraphs in order, an
+MatMul subgraphs unless another order is faster). Finally, walking the subgraphs in order, an
 output whose every consumer is in the next subgraph is retained when both subgraphs
 still fit and neither gets slower.
 """

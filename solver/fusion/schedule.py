@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.fusion import FusionSolution
-from solver.fusion.score import Config, ScoringContext
-from solver.fusion.simulate import snake_order
+from solver.fusion.score import Config, ScoringContext, tile_order
 
 
 @dataclass(frozen=True)
@@ -22,15 +21,15 @@ class Planned:
 def to_solution(ctx: ScoringContext, schedule: list[Planned]) -> FusionSolution:
     """The contest solution of a schedule, claiming the scorer's latencies.
 
-    Snake order is written out as a permutation; raster is ``null``.
+    Raster order is ``null``; every other order is written out as a permutation.
     """
     orders: list[list[int] | None] = []
     for item in schedule:
         w, h, _ = item.config.gran
-        if item.config.traversal == "snake":
-            orders.append(snake_order(*ctx.shape(item.ops).grid(w, h)))
-        else:
+        if item.config.traversal == "raster":
             orders.append(None)
+        else:
+            orders.append(tile_order(item.config.traversal, *ctx.shape(item.ops).grid(w, h)))
     return FusionSolution(
         subgraphs=[list(item.ops) for item in schedule],
         granularities=[list(item.config.gran) for item in schedule],

@@ -14,15 +14,21 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from solver.fusion.closed_form import Granularity, Traversal, closed_form, plan_of, templates_of
 from solver.fusion.context import ScoringContext, ScoringTimeout
 from solver.fusion.problem import SubgraphShape, ceil_div
-from solver.fusion.simulate import raster_order, snake_order
+from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
            "best_config", "score_subgraph", "tile_order"]
+
+
+# tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
+# and columns: a row order keeps LHS strips, a column order RHS strips, snake also the strip
+# at the turn
+MULTI_TILE_ORDERS: tuple[TraversalName, ...] = ("snake", "raster", "column_snake", "column")
 
 
 class Score(NamedTuple):
@@ -38,7 +44,7 @@ class Config:
     """A granularity and traversal for a subgraph, with its score."""
 
     gran: Granularity
-    traversal: Literal["raster", "snake"]
+    traversal: TraversalName
     latency: Fraction
     ws_peak: int
 
@@ -54,7 +60,7 @@ def score_subgraph(
     """Latency, fit and peak working set of a structurally valid subgraph (memoized).
 
     ``ops`` in a topological order; ``gran`` legal (``legal_granularities``);
-    ``traversal`` "raster", "snake" or a tuple of tile indices; ``retained_in`` everything
+    ``traversal`` a name of ``NAMED_ORDERS`` or a tuple of tile indices; ``retained_in`` everything
     the previous subgraph retained (all of it occupies fast memory); ``retained_out`` the
     tensors of this subgraph kept for the next one. Nothing is validated here: the
     evaluator does that.
@@ -75,10 +81,8 @@ def _score(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity, travers
 
 def tile_order(traversal: Traversal, ntr: int, ntc: int) -> list[int]:
     """The tile indices a traversal visits, in order."""
-    if traversal == "raster":
-        return raster_order(ntr, ntc)
-    if traversal == "snake":
-        return snake_order(ntr, ntc)
+    if isinstance(traversal, str):
+        return NAMED_ORDERS[traversal](ntr, ntc)
     return list(traversal)
 
 
@@ -132,7 +136,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             continue
         plan = plan_of(ctx, shape.ops, gran)
         multi = shape.has_matmul and plan.ntr > 1 and plan.ntc > 1
-        for t_rank, traversal in enumerate(("snake", "raster") if multi else ("raster",)):
+        for t_rank, traversal in enumerate(MULTI_TILE_ORDERS if multi else ("raster",)):
             s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
             if not s.fits:
                 continue

@@ -8,9 +8,10 @@ semantics carry over (the previous step's slices). It is slow on purpose: the fa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Literal
 
 from solver.fusion.problem import FusionGraph, Rules, SubgraphShape, ceil_div, exact, k_steps
 
@@ -61,6 +62,24 @@ def raster_order(ntr: int, ntc: int) -> list[int]:
 def snake_order(ntr: int, ntc: int) -> list[int]:
     """Row-major with every odd row reversed (PROBLEM.md Example 4B's zig-zag)."""
     return [r * ntc + (c if r % 2 == 0 else ntc - 1 - c) for r in range(ntr) for c in range(ntc)]
+
+
+def column_order(ntr: int, ntc: int) -> list[int]:
+    """Column-major: down each column, columns left to right (a MatMul's RHS strip stays
+    put along a column as its LHS strip does along a row)."""
+    return [r * ntc + c for c in range(ntc) for r in range(ntr)]
+
+
+def column_snake_order(ntr: int, ntc: int) -> list[int]:
+    """Column-major with every odd column walked upwards."""
+    return [(r if c % 2 == 0 else ntr - 1 - r) * ntc + c for c in range(ntc) for r in range(ntr)]
+
+
+TraversalName = Literal["raster", "snake", "column", "column_snake"]
+NAMED_ORDERS: dict[TraversalName, Callable[[int, int], list[int]]] = {
+    "raster": raster_order, "snake": snake_order,
+    "column": column_order, "column_snake": column_snake_order,
+}
 
 
 def simulate(
