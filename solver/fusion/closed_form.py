@@ -315,6 +315,10 @@ class Plan:
                                 p.widths[p.outputs[q][0]], seeds, order)
                         for (q, r, c, red), (seeds, order) in merged.items()]
 
+        # a slice whole in its rows but cut to the tile's columns (a MatMul's RHS strip at
+        # k >= K) is what a column order can keep from tile to tile; without one, no
+        # column order beats the row orders
+        self.column_strips = any(rows == "F" and cols == "T" for _, _, rows, cols in partial)
         self.prone_rows, self.prone_cols = self._prone_axes(partial)
         self.load_bit = _load_bits(partial, self.prone_rows, self.prone_cols)
         self.bit_key = {bit: key for key, bit in self.load_bit.items()}

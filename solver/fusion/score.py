@@ -26,8 +26,8 @@ __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout",
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
-# and columns: a row order keeps LHS strips, a column order RHS strips, snake also the strip
-# at the turn
+# and columns: a row order keeps LHS strips, a column order RHS strips (so the column orders
+# only where the plan has such strips), snake also the strip at the turn
 MULTI_TILE_ORDERS: tuple[TraversalName, ...] = ("snake", "raster", "column_snake", "column")
 
 
@@ -135,8 +135,10 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if held + templates.first_step_floor(ctx, gran, resident, kept) > ctx.capacity:
             continue
         plan = plan_of(ctx, shape.ops, gran)
-        multi = shape.has_matmul and plan.ntr > 1 and plan.ntc > 1
-        for t_rank, traversal in enumerate(MULTI_TILE_ORDERS if multi else ("raster",)):
+        orders: tuple[TraversalName, ...] = ("raster",)
+        if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
+            orders = MULTI_TILE_ORDERS if plan.column_strips else MULTI_TILE_ORDERS[:2]
+        for t_rank, traversal in enumerate(orders):
             s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
             if not s.fits:
                 continue
