@@ -20,7 +20,7 @@ from app.main import create_app
 from models.fusion import parse_problem
 from models.layout import parse_graph
 from solver.compare import backends
-from solver.compare.batch import Batch, run_batch
+from solver.compare.batch import Batch, run_batch, tasks_for
 from solver.compare.discover import discover
 from solver.compare.summary import gate, versus
 from solver.compare.task import Options, Task, run_task
@@ -72,6 +72,11 @@ def worse_cpsat_runner(task: Task) -> dict:
     if task.solver == "cpsat" and record["total_latency"]:
         record["total_latency"] *= 2
     return record
+
+
+def pid_runner(task: Task) -> dict:
+    """The worker's process id in place of a result."""
+    return {"graph": task.graph, "solver": task.solver, "pid": os.getpid()}
 
 
 # ----------------------------------------------------------------------------- summary
@@ -207,6 +212,19 @@ def test_planted_failures_are_recorded_and_the_batch_goes_on(tmp_path, monkeypat
     assert status["layout-mlp-small"]["valid"]
     assert outcome.failed and outcome.summary["failed"] == 2
     assert "## Failures" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_every_task_runs_in_a_fresh_worker_process(tmp_path):
+    """A solve must not inherit the heap of the solves before it (it changed a fusion
+    answer in a reused worker); one worker, four tasks, four processes."""
+    batch = batch_of(graphs_dir(tmp_path, LAYOUT), solvers=["dram", "dfsharding", "greedy",
+                                                             "cpsat"])
+    tasks = tasks_for(batch)  # the runner only reports its process: nothing is solved
+    records: list[dict] = []
+    backends.run_local(tasks, 1, records.append, runner=pid_runner)
+    assert len(records) == len(tasks) >= 4
+    assert len({r["pid"] for r in records}) == len(tasks)
+    assert os.getpid() not in {r["pid"] for r in records}
 
 
 def test_gate_trips_when_cpsat_is_worse(tmp_path):
