@@ -5,8 +5,8 @@ the evaluator's and the scorer's speed. Prints markdown tables and saves JSON.
         [--benchmarks DIR] [--out benchmarks/results/fusion.json]
 
 Every solution is checked by the evaluator inside ``solve``; claimed latencies are the
-evaluator's. All solvers of one (benchmark, mode) run back to back in one process, so
-their ratios are measured under the same machine load.
+evaluator's. All solvers of one (benchmark, mode) run back to back, so their ratios are
+measured under the same machine load, each in a fresh process (``isolated.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.isolated import isolated  # noqa: E402
 from models.fusion import FusionProblem, parse_problem, parse_solution  # noqa: E402
 from solver.fusion.candidates import connected_op_sets  # noqa: E402
 from solver.fusion.evaluate import evaluate  # noqa: E402
@@ -51,7 +52,7 @@ def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
             for solver in SOLVERS:
                 options = {"time_limit_s": time_limit, "workers": workers} \
                     if solver == "cpsat" else {}
-                r = solve(problem, solver, reduction_cost=mode, **options)
+                r = isolated(solve, problem, solver, reduction_cost=mode, **options)
                 row[solver] = r.total_latency
                 row[f"{solver}_s"] = r.wall_time_s
                 if solver == "cpsat":

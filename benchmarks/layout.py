@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/layout.py [--time-limit 10] [--workers 2]
         [--out benchmarks/results/layout.json]
 
-The baselines and ``cpsat`` of one (graph, preset) run back to back in one process.
+The baselines and ``cpsat`` of one (graph, preset) run back to back, each in a fresh
+process (``isolated.py``).
 
 Each plan is checked by the evaluator (inside ``solve``); an invalid plan fails the run.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.isolated import isolated  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINES, SOLVERS, solve  # noqa: E402
 from solver.layout.plan import plan_summary  # noqa: E402
@@ -35,7 +37,8 @@ def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
         for device in PRESETS:
             summaries = []
             for solver in (*BASELINES, *(s for s in SOLVERS if s not in BASELINES)):
-                plan = solve(graph, solver, device, time_limit_s=time_limit, workers=workers)
+                plan = isolated(solve, graph, solver, device, time_limit_s=time_limit,
+                                workers=workers)
                 if plan.status == "invalid":
                     raise SystemExit(f"{path.name} {device} {solver}: invalid plan "
                                      f"{[v.kind for v in plan.violations]}")

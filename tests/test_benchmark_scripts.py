@@ -1,13 +1,16 @@
 """The benchmark runners refuse bad arguments with a usage error naming the argument, not
-a traceback (they are run by hand and in CI docs, so their failures should read well)."""
+a traceback (they are run by hand and in CI docs, so their failures should read well), and
+run each solve in a process of its own."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
+from benchmarks.isolated import isolated
 from tests.conftest import ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
@@ -27,3 +30,9 @@ def test_bad_arguments_get_a_usage_error(script, args, message):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_each_isolated_call_gets_a_fresh_process():
+    first, second = isolated(os.getpid), isolated(os.getpid)
+    assert len({first, second, os.getpid()}) == 3
+    assert isolated(divmod, 17, 5) == (3, 2)
