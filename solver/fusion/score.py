@@ -28,7 +28,8 @@ __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout",
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
 # and columns: a row order keeps LHS strips, a column order RHS strips (so the column orders
 # only where the plan has such strips), snake also the strip at the turn
-MULTI_TILE_ORDERS: tuple[TraversalName, ...] = ("snake", "raster", "column_snake", "column")
+ROW_ORDERS: tuple[TraversalName, ...] = ("snake", "raster")
+COLUMN_ORDERS: tuple[TraversalName, ...] = ("column_snake", "column")
 
 
 class Score(NamedTuple):
@@ -137,7 +138,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         plan = plan_of(ctx, shape.ops, gran)
         orders: tuple[TraversalName, ...] = ("raster",)
         if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
-            orders = MULTI_TILE_ORDERS if plan.column_strips else MULTI_TILE_ORDERS[:2]
+            orders = ROW_ORDERS + COLUMN_ORDERS if plan.column_strips else ROW_ORDERS
         for t_rank, traversal in enumerate(orders):
             s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
             if not s.fits:
