@@ -312,9 +312,17 @@ class EvaluationReport(BaseModel):
 
 
 class LowerBoundsReport(BaseModel):
-    compute: float
-    io: float
-    total: float
+    """Bounds no valid solution of the problem can beat (time units)."""
+
+    compute: float = Field(description="total compute of every op at its area share")
+    io: float = Field(description="graph inputs read and graph outputs written once")
+    cover: float | None = Field(
+        None, description="the cheapest cover of the ops by connected op sets, each priced "
+        "at the least latency any subgraph of them can have (cpsat, when time allows)")
+    cover_complete: bool | None = Field(
+        None, description="every connected op set was priced; when false, ops of the "
+        "unpriced sets count at their compute floor only (still a valid bound)")
+    total: float = Field(description="the largest of the bounds above")
 
 
 class FusionResult(BaseModel):

@@ -62,6 +62,35 @@ def closed_form(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
     return span.latency, span.peak
 
 
+def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
+                    resident: frozenset[int], kept: frozenset[int]) -> int | None:
+    """A lower bound on the latency of every traversal, custom ones included (None on a
+    plan with prone axes, where a tile's predecessor would have to be named).
+
+    Only a tile's first k-step depends on the order, through the step before it: the last
+    step of another tile, in its row, its column or neither. Each tile is priced entered
+    from each of those with every slice and whole tensor any step can hold present; a
+    step's loads only fall as more is present, so that is the least any order pays.
+    """
+    plan = plan_of(ctx, ops, gran)
+    if plan.prone_rows or plan.prone_cols:
+        return None
+    run = _Run(plan, resident, kept)
+    everything: State = (sum(plan.load_bit.values()),
+                         sum(run.bits[t] for t in plan.full if t in run.bits), (-1, -1))
+    if plan.ntr == plan.ntc == 1:
+        return run.tile(0, 0, (False, False), START).latency
+    entries = [rel for rel, possible in ((ALONG_ROW, plan.ntc > 1),
+                                         (ALONG_COLUMN, plan.ntr > 1),
+                                         ((False, False), plan.ntr > 1 and plan.ntc > 1))
+               if possible]
+    rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
+    cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
+    return sum((r1 - r0) * (c1 - c0)
+               * min(run.tile(ri, ci, rel, everything).latency for rel in entries)
+               for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
+
+
 def plan_of(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity) -> Plan:
     return ctx.memo("plan", (ops, gran), lambda: Plan(ctx, templates_of(ctx, ops), gran))
 
@@ -135,13 +164,19 @@ class Templates:
         self.seeds.append(seed)
         return 1 << (len(self.seeds) - 1)
 
-    def firing_floors(self, ctx: ScoringContext, gran: Granularity) -> dict[int, int]:
+    def firing_floors(self, ctx: ScoringContext, gran: Granularity,
+                      least_k: int | None = None) -> dict[int, int]:
         """Per op, compute (in ``ctx`` units) its firings cost at ``gran`` at the least:
         every firing of a template over all steps where a seed of it is active, at the
         proportional (streamed) rate; identical firings of one op are charged once, so an
         op pays at least its costliest template (S8). This sees what tile counts miss: an
-        upstream MatMul of a chain is recomputed in every k-step."""
+        upstream MatMul of a chain is recomputed in every k-step.
+
+        With ``least_k``, a floor for every k in ``[least_k, k]`` (same specs): tile and
+        k-step counts only fall as w, h and k grow, but a firing streamed on both axes
+        grows with k, so that one is taken at its least over the range."""
         w, h, k = gran
+        depths = range(least_k or k, k + 1)
         p, g = ctx.problem, ctx.graph
         out: dict[int, int] = {}
         for (q, r, c, red), seeds in self.firings.items():
@@ -158,8 +193,8 @@ class Templates:
                 # sums to its extent, a k-step axis sums to its extent once per tile, a
                 # whole axis is its extent in every tile and step
                 if r == c == "K":
-                    full, rest = divmod(rows, k)
-                    area = (full * k * k + rest * rest) * ntr * ntc
+                    area = min((rows // d) * d * d + (rows % d) ** 2 for d in depths) \
+                        * ntr * ntc
                 else:
                     area = rows * cols * (ntr if r != "T" else 1) * (ntc if c != "T" else 1)
                     if "K" not in (r, c) and red != "K":

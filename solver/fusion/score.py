@@ -124,7 +124,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             _, rank, gran = by_compute.pop()
             w, h, _ = gran
             firings = templates.firing_floors(ctx, gran)
-            compute = sum(max(_op_floor(ctx, shape, q, w, h), firings.get(q, 0))
+            compute = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0))
                           for q in shape.ops)
             traffic = (templates.load_floor(ctx, gran, resident) + written) * ctx.per_element
             heapq.heappush(waiting, (max(compute, traffic), rank, gran))
@@ -173,9 +173,16 @@ def _tie_rank(gran: Granularity) -> tuple[int, int, int]:
     return -w * h, -k, -w
 
 
-def _op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
+def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
     """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
     return _op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
+
+
+def least_compute(ctx: ScoringContext, q: int) -> int:
+    """Compute op ``q`` pays in any subgraph, in ``ctx`` units: its whole output at its
+    area share (S8)."""
+    out = ctx.problem.outputs[q][0]
+    return _op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
 
 
 def _floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:

@@ -20,6 +20,7 @@ from models.fusion import (
     ReductionCost,
     SolveStatus,
 )
+from solver.fusion.bound import CoverBound, cover_bound
 from solver.fusion.cpsat import as_planned, cpsat_search, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
@@ -30,6 +31,8 @@ from solver.fusion.unfused import unfused
 
 DEFAULT_TIME_LIMIT_S = 10.0
 CPSAT_TIME_LIMIT_S = 30.0
+MIN_COVER_TIME_S = 0.5
+"""Time left after the search below which the cover bound is not attempted."""
 
 
 class Solver(Protocol):
@@ -45,7 +48,7 @@ class SolverBug(RuntimeError):
 def finish(problem: FusionProblem, solver: str, solution: FusionSolution, started: float,
            status: SolveStatus, rules: Rules, *, context: ScoringContext | None = None,
            objective: float | None = None, bound: float | None = None,
-           gap: float | None = None) -> FusionResult:
+           gap: float | None = None, cover: CoverBound | None = None) -> FusionResult:
     """Evaluate a solver's solution and package it with the evaluator's latencies."""
     verdict = evaluate(problem, solution, rules, context=context)
     if not verdict.valid:
@@ -59,8 +62,11 @@ def finish(problem: FusionProblem, solver: str, solution: FusionSolution, starte
         solution=solution.model_copy(update={"subgraph_latencies": latencies}),
         total_latency=float(verdict.total),
         subgraph_latencies=latencies,
-        lower_bounds=LowerBoundsReport(compute=float(bounds.compute), io=float(bounds.io),
-                                       total=float(bounds.total)),
+        lower_bounds=LowerBoundsReport(
+            compute=float(bounds.compute), io=float(bounds.io),
+            cover=None if cover is None else float(cover.value),
+            cover_complete=None if cover is None else cover.complete,
+            total=float(max(bounds.total, cover.value) if cover else bounds.total)),
         wall_time_s=time.monotonic() - started,
         objective=objective,
         bound=bound,
@@ -100,13 +106,19 @@ def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMI
     started = time.monotonic()
     rules = Rules(reduction_cost=reduction_cost)
     ctx = ScoringContext(problem, rules)
-    found = cpsat_search(ctx, started + time_limit_s, seed=seed, workers=workers)
+    deadline = started + time_limit_s
+    found = cpsat_search(ctx, deadline, seed=seed, workers=workers)
     objective = total(found.schedule)
     bound = lower_bounds(problem, reduction_cost).total
+    cover = None
+    if objective > bound and time.monotonic() < deadline - MIN_COVER_TIME_S:
+        cover = cover_bound(ctx, deadline)
+        bound = max(bound, cover.value)
     return finish(problem, "cpsat", to_solution(ctx, as_planned(found.schedule)), started,
-                  "optimal" if found.optimal else "feasible", rules, context=ctx,
-                  objective=float(objective), bound=float(bound),
-                  gap=float((objective - bound) / objective) if objective else 0.0)
+                  "optimal" if found.optimal or objective <= bound else "feasible", rules,
+                  context=ctx, objective=float(objective), bound=float(bound),
+                  gap=float((objective - bound) / objective) if objective else 0.0,
+                  cover=cover)
 
 
 SOLVERS: dict[str, Solver] = {
