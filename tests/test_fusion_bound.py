@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion.bound import axis_cells, cover_bound
-from solver.fusion.closed_form import any_order_floor
+from solver.fusion.closed_form import any_order_floor, least_peak
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules
@@ -38,14 +38,18 @@ def test_axis_cells_cover_every_value_once_and_isolate_cuts_and_powers(cap, cuts
 
 @HYPOTHESIS
 @given(case=subgraph_cases())
-def test_any_order_floor_is_below_every_traversal(case):
-    """Custom permutations included (the case draws them), at any integer granularity."""
+def test_any_order_floor_and_least_peak_are_below_every_traversal(case):
+    """Latency and peak working set; custom permutations included (the case draws them),
+    at any integer granularity."""
     g, ops, gran, traversal, retained_in, retained_out = case
     ctx = ScoringContext(g)
     resident = retained_in & g.shape(ops).consumed
     floor = any_order_floor(ctx, ops, gran, frozenset(resident), frozenset(retained_out))
     trace = reference(g, ops, gran, traversal, retained_in, retained_out, ctx.rules)
     assert floor is None or floor <= trace.latency * ctx.unit
+    held = sum(g.size(t) for t in resident)
+    assert held + least_peak(ctx, ops, gran, frozenset(resident), frozenset(retained_out)) \
+        <= trace.ws_peak
 
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
@@ -65,9 +69,10 @@ def test_cover_bound_is_below_the_best_schedule_found(raw, mode):
     ("mlsys-2026-3", "per_native_k", 65536),   # old bound 52,000
     ("mlsys-2026-3", "per_op", 65536),         # old bound 28,000
     ("mlsys-2026-1", "per_op", 367001.6),      # old bound 112,000
+    ("mlsys-2026-7", "per_native_k", 122686.46666666666),  # old bound 81,200
 ])
 def test_cover_bound_proves_the_schedule_optimal_on_small_benchmarks(name, mode, expected):
-    """Each of these schedules is two or three subgraphs whose I/O the cover now charges:
+    """Each of these schedules is a few subgraphs whose I/O the cover now charges:
     a tensor too big to stay resident (benchmark 3's 256x256 intermediate against a 30,000
     capacity) must be written and read back, and every k-step's loads are paid step by
     step. The bound meets the schedule, so it is optimal under SEMANTICS.md outright."""

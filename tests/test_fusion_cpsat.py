@@ -29,8 +29,8 @@ took over ten minutes (the solver's deadline is checked between op sets, not ins
 which hung CI; that case is recorded in the stop note, not hidden by a timeout here."""
 
 
-def search(raw: dict, mode: str, seconds: float = 10.0):
-    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
+def search(raw: dict, mode: str, seconds: float = 10.0, every_tile: bool = False):
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode), every_tile=every_tile)
     return ctx, cpsat_search(ctx, time.monotonic() + seconds, seed=0, workers=1)
 
 
@@ -51,12 +51,15 @@ def test_optimum_equals_exhaustive_search_on_tiny_graphs(raw, mode):
     assert_valid(ctx, found.schedule)
 
 
+@pytest.mark.parametrize("every_tile", [False, True], ids=["powers_of_two", "every_tile"])
 @pytest.mark.parametrize("mode", MODES)
 @QUICK
 @given(raw=problems(max_ops=7))
-def test_never_worse_than_greedy_and_always_valid(raw, mode):
-    ctx, found = search(raw, mode, seconds=3.0)
-    assert total(found.schedule) <= total(as_variants(ctx, greedy(ctx)))
+def test_never_worse_than_greedy_and_always_valid(raw, mode, every_tile):
+    """With ``every_tile`` (as ``solve`` runs it) against the powers-of-two greedy."""
+    ctx, found = search(raw, mode, seconds=3.0, every_tile=every_tile)
+    baseline = ScoringContext(ctx.graph, ctx.rules)
+    assert total(found.schedule) <= total(as_variants(baseline, greedy(baseline)))
     assert_valid(ctx, found.schedule)
 
 

@@ -166,3 +166,50 @@ def test_legal_granularities_respect_native_k_and_the_prologue_rule():
     assert {k for _, _, k in alone} == {1, 2, 4, 8, 16, 32, 64, 128}
     axis = [128, 64, 32, 16, 8, 4, 2, 1]
     assert legal_granularities(g, g.shape((0,))) == [(w, h, 1) for w in axis for h in axis]
+
+
+# A MatMul (K = 128) and its Pointwise epilogue on a 256 x 256 output, capacity 30,000.
+JUST_FITS = {
+    "widths": [128, 256, 256, 256], "heights": [256, 128, 256, 256],
+    "inputs": [[0, 1], [2]], "outputs": [[2], [3]], "base_costs": [1000, 100],
+    "op_types": ["MatMul", "Pointwise"], "fast_memory_capacity": 30000,
+    "slow_memory_bandwidth": 10, "native_granularity": [128, 128],
+}
+
+
+def test_every_tile_finds_the_tile_that_just_fits_with_a_whole_k():
+    """With the whole K in one step, a 128-wide tile holds LHS h x 128, RHS 128 x 128 and
+    its output h x 128: 256h + 16,384 <= 30,000 allows h = 53, no power of two above 32.
+    At 128 x 53 x 128 the grid is 5 rows (4 x 53 + 44) by 2 columns, every step is
+    memory-bound (1,100 compute against at least 1,356.8), and column snake loads each RHS
+    column strip once (2 x 16,384), the LHS whole down the first column (32,768) and again
+    up the second but for the row kept at the turn (32,768 - 44 x 128), and writes the
+    65,536 outputs: 158,208 / 10 = 15,820.8, against 19,660.8 for the best power of two."""
+    problem = parse_problem(JUST_FITS)
+    plain = best_config(ScoringContext(problem), (0, 1))
+    ctx = ScoringContext(problem, every_tile=True)
+    wide = best_config(ctx, (0, 1))
+    assert plain is not None and plain.latency == Fraction(98304, 5)
+    assert wide is not None and (wide.gran, wide.traversal) == ((128, 53, 128), "column_snake")
+    assert (wide.latency, wide.ws_peak) == (Fraction(158208, 10), 29952)
+    result = evaluate(ctx.graph, to_solution(ctx, [Planned((0, 1), wide)]), engine="reference")
+    assert result.valid and result.total == wide.latency
+
+
+@HYPOTHESIS
+@given(case=subgraph_cases())
+def test_every_tile_search_is_never_worse_and_stays_legal(case):
+    """Its tiles are legal (S9, S6.4) and score as the closed form does."""
+    g, ops, _, _, retained_in, retained_out = case
+    plain = best_config(ScoringContext(g), ops, retained_in, retained_out)
+    ctx = ScoringContext(g, every_tile=True)
+    wide = best_config(ctx, ops, retained_in, retained_out)
+    if plain is not None:
+        assert wide is not None and wide.latency <= plain.latency
+    if wide is not None:
+        w, h, k = wide.gran
+        nw, nh, nk = g.native
+        assert 1 <= w <= nw and 1 <= h <= nh and 1 <= k <= nk
+        assert prologue_issue(g, g.shape(ops), wide.gran) is None
+        score = score_subgraph(ctx, ops, wide.gran, wide.traversal, retained_in, retained_out)
+        assert score.fits and score.latency == wide.latency

@@ -9,12 +9,14 @@ graph input is not. No order, no one-subgraph retention limit, no availability: 
 relaxation, so the optimum of that cover, and CP-SAT's proven bound on it, bounds every
 valid schedule.
 
-Granularities: all integers ``1..native`` on each axis, not only the powers of two the
-search tries. Each axis is cut into single values (powers of two, the cap, every extent
-of the op set, where specs change) and the open ranges between them. A single-value cell
-is priced exactly per step (``any_order_floor``); a range at its favourable ends: counts
-and traffic at the largest values (they only fall as tiles grow), working set at the
-smallest (it only grows).
+Granularities: all integers ``1..native`` on each axis that S6.4 allows, not only the
+tiles the search tries. Each axis is cut into single values (powers of two, the cap, every
+extent of the op set, where specs change) and the open ranges between them; cells are
+searched best first and split where they hold the least floor (``_least``). A single-value
+cell is priced exactly per step (``any_order_floor``) and checked against the capacity at
+its largest step (``least_peak``); a range at its favourable ends: counts and traffic at
+the largest values (they only fall as tiles grow), working set at the smallest (it only
+grows).
 
 Op sets not priced (the enumeration budget or the deadline ran out) are covered per op at
 its compute floor, which any subgraph pays for it; the bound then is weaker, still valid.
@@ -22,28 +24,31 @@ its compute floor, which any subgraph pays for it; the bound then is weaker, sti
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from itertools import chain, combinations
 
 from ortools.sat.python import cp_model
 
 from solver.fusion.candidates import connected_op_sets
-from solver.fusion.closed_form import Granularity, any_order_floor, templates_of
+from solver.fusion.closed_form import Granularity, any_order_floor, least_peak, templates_of
 from solver.fusion.context import ScoringContext
-from solver.fusion.problem import SubgraphShape
-from solver.fusion.score import least_compute, op_floor
+from solver.fusion.problem import SubgraphShape, prologue_feeds
+from solver.fusion.score import least_compute, op_floors
 
 SET_BUDGET = 3000
 """Connected op sets priced at most (the same scale as the solver's whole-graph model)."""
 COVER_TIME_S, COVER_SHARE = 1.0, 0.15
 """Time kept for solving the cover: at least this, or this share of what is left."""
 COST_RESOLUTION = 2**48
+QUICK_SPLITS, REFINE_FACTOR = 16, 32
+"""Range cells split at most, per op set and arrival, before the least floor stands, for
+every op set; each refinement of a price the cover picks allows this factor more."""
 MAX_ARRIVALS = 16
-"""Resident-input and retained-output subsets priced one by one per op set; beyond it one
-relaxed price stands for all of them."""
+"""Resident-input and retained-output choices that fit the capacity priced one by one per
+op set; beyond it one relaxed price stands for all of them."""
 
 
 
@@ -59,6 +64,10 @@ class Priced:
     kept: frozenset[int]
     units: int
     relaxed: bool = False
+    exact: bool = True
+    """The least floor over single granularities; else a range's floor, below it."""
+    splits: int = QUICK_SPLITS
+    """The split budget it was priced with."""
 
 
 @dataclass(frozen=True)
@@ -74,45 +83,106 @@ class CoverBound:
 
 
 def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
-    """The cover bound, priced and solved before ``deadline`` (a ``time.monotonic()``)."""
+    """The cover bound, priced and solved before ``deadline`` (a ``time.monotonic()``).
+
+    Every op set is first priced with ``QUICK_SPLITS``; then, while time is left, the
+    prices the cover's optimum picks that are not exact are refined (``REFINE_FACTOR``
+    times their splits each time) and the cover solved again: only those can hold the
+    bound down."""
     n = ctx.problem.num_ops
     sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET)
-    pricing_ends = deadline - max(COVER_TIME_S, COVER_SHARE * (deadline - time.monotonic()))
+
+    def kept_for_cover() -> float:
+        return max(COVER_TIME_S, COVER_SHARE * (deadline - time.monotonic()))
+
+    pricing_ends = deadline - kept_for_cover()
     priced: list[Priced] = []
     done = 0
     for ops in sets.sets:
         if time.monotonic() > pricing_ends:
             break
-        priced.extend(price(ctx, ops))
+        priced.extend(price(ctx, ops, QUICK_SPLITS))
         done += 1
     complete = sets.complete and done == len(sets.sets)
-    value, optimal = _solve_cover(ctx, priced, not complete, deadline)
-    return CoverBound(value, done, complete, optimal)
+    while True:
+        value, optimal, chosen = _solve_cover(ctx, priced, not complete, deadline)
+        loose = [i for i in chosen if not priced[i].exact]
+        refine_ends = deadline - kept_for_cover()
+        if not optimal or not loose or time.monotonic() > refine_ends:
+            return CoverBound(value, done, complete, optimal)
+        refined: dict[int, Priced | None] = {}
+        for i in loose:
+            if time.monotonic() > refine_ends:
+                break
+            v = priced[i]
+            splits = v.splits * REFINE_FACTOR
+            found = _least(ctx, ctx.shape(v.ops), v.resident, v.kept, v.relaxed, splits,
+                           refine_ends)
+            refined[i] = None if found is None else replace(
+                v, units=max(found[0], v.units), exact=found[1], splits=splits)
+        priced = [refined.get(i, v) for i, v in enumerate(priced) if refined.get(i, v)]
 
 
-def price(ctx: ScoringContext, ops: tuple[int, ...]) -> list[Priced]:
-    """Every arrival of ``ops`` that some granularity fits, at its least latency."""
+def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced]:
+    """Every arrival of ``ops`` that some granularity fits, at its least latency (found
+    with at most ``splits`` range splits each)."""
     shape = ctx.shape(ops)
     made_elsewhere = [t for t in shape.inputs if t not in ctx.graph.graph_inputs]
-    arrivals = 2 ** (len(made_elsewhere) + len(shape.outputs))
+    arrivals = _arrivals(ctx, made_elsewhere, shape.outputs)
+    everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
     out = []
-    if arrivals > MAX_ARRIVALS:
-        units = _least(ctx, shape, frozenset(made_elsewhere), frozenset(shape.outputs), True)
-        if units is not None:
-            out.append(Priced(ops, frozenset(made_elsewhere), frozenset(shape.outputs), units,
-                              relaxed=True))
-        return out
-    for resident in map(frozenset, _subsets(made_elsewhere)):
-        for kept in map(frozenset, _subsets(shape.outputs)):
-            units = _least(ctx, shape, resident, kept, False)
-            if units is not None:
-                out.append(Priced(ops, resident, kept, units))
+    for resident, kept, relaxed in [everything] if arrivals is None else \
+            [(resident, kept, False) for resident, kept in arrivals]:
+        found = _least(ctx, shape, resident, kept, relaxed, splits)
+        if found is not None:
+            out.append(Priced(ops, resident, kept, found[0], relaxed, found[1]))
     return out
 
 
+def _arrivals(ctx: ScoringContext, made_elsewhere: Sequence[int], outputs: Sequence[int]
+              ) -> list[tuple[frozenset[int], frozenset[int]]] | None:
+    """Every (resident inputs, retained outputs) whose tensors fit the capacity together
+    (resident ones are held throughout; retained ones, under the accumulate rule, whole in
+    the last step), None if more than ``MAX_ARRIVALS`` do."""
+    size = ctx.graph.size
+    held_when_kept = ctx.rules.retained_output_ws == "accumulate"
+    items = [(t, True) for t in made_elsewhere] + [(t, False) for t in outputs]
+    found: list[tuple[frozenset[int], frozenset[int]]] = []
+
+    def extend(i: int, held: int, resident: frozenset[int], kept: frozenset[int]) -> bool:
+        """Appends every fitting extension of the choice so far; False past the limit."""
+        if i == len(items):
+            found.append((resident, kept))
+            return len(found) <= MAX_ARRIVALS
+        if not extend(i + 1, held, resident, kept):
+            return False
+        t, is_input = items[i]
+        more = held + (size(t) if is_input or held_when_kept else 0)
+        if more > ctx.capacity:
+            return True
+        return extend(i + 1, more, resident | {t}, kept) if is_input \
+            else extend(i + 1, more, resident, kept | {t})
+
+    return found if extend(0, 0, frozenset(), frozenset()) else None
+
+
+Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+"""``[lo, hi]`` ranges of w, h and k."""
+
+
 def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
-           kept: frozenset[int], relaxed: bool) -> int | None:
-    """The least latency over every granularity that may fit, None if none can."""
+           kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None
+           ) -> tuple[int, bool] | None:
+    """The least latency over every granularity that may fit and whether it is exact (not
+    a range's floor), None if none can.
+
+    Best first: cells wait in a heap under a floor (first their tile compute, then their
+    priced floor, then, for single values, the exact per-step floor); the cheapest is
+    priced, split in two along its widest range, or, once exact, is the answer, since
+    every other cell's floor is at least as high. A range is priced at its favourable
+    ends, so a wide one can look cheaper than any value in it; splitting removes that.
+    Past ``splits`` splits or ``deadline`` the heap's least floor is returned (still a
+    bound)."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     if not relaxed and ctx.rules.retained_output_ws == "accumulate":
@@ -122,64 +192,104 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     ws_kept = frozenset() if relaxed else kept
     written = sum(size(t) for t in shape.outputs if t not in kept) * ctx.per_element
     templates = templates_of(ctx, shape.ops)
-    spatial, depths, compute_of = _cells(ctx, shape)
-    best: int | None = None
+    spatial, depths, compute_of, feeds = _cells(ctx, shape)
 
-    def floor(w: tuple[int, int], h: tuple[int, int], k: tuple[int, int]) -> int | None:
-        """The cell's floor, None if it cannot fit or cannot beat ``best``."""
-        compute = compute_of((w[1], h[1], k[1]), k[0])
-        if best is not None and compute >= best:
-            return None
-        if held + templates.first_step_floor(ctx, (w[0], h[0], k[0]), resident, ws_kept) \
-                > ctx.capacity:
-            return None
-        units = max(compute, templates.load_floor(ctx, (w[1], h[1], k[1]), resident)
-                    * ctx.per_element + written)
-        return None if best is not None and units >= best else units
+    def fits(w: int, h: int, k: int) -> bool:
+        """Whether a first step at these values may fit."""
+        return held + templates.first_step_floor(ctx, (w, h, k), resident, ws_kept) \
+            <= ctx.capacity
 
-    for tiles, w, h in spatial:
-        if best is not None and tiles >= best:
-            break
-        for k in depths:
-            units = floor(w, h, k)
-            if units is None:
-                continue
-            # a range is refined into its single k values, each priced step by step
-            for single in ([k] if k[0] == k[1] or w[0] != w[1] or h[0] != h[1]
-                           else [(d, d) for d in range(k[1], k[0] - 1, -1)]):
-                if single != k and (units := floor(w, h, single)) is None:
-                    continue
-                if w[0] == w[1] and h[0] == h[1] and single[0] == single[1]:
-                    exact = any_order_floor(ctx, shape.ops, (w[0], h[0], single[0]),
-                                            resident, kept)
-                    units = max(units, exact or 0)
-                best = units if best is None else min(best, units)
-    return best
+    def floor(cell: Cell) -> tuple[int, Cell] | None:
+        """The cell's floor and the cell cut to the values whose first step may fit (the
+        working set grows on every axis), None if none does or S6.4 rules all out."""
+        (w0, w1), (h0, h1), (k0, k1) = cell
+        if not _allowed(cell, feeds) or not fits(w0, h0, k0):
+            return None
+        if not fits(w1, h1, k1):
+            bounds = [w1, h1, k1]
+            for axis in range(3):
+                lo, hi = cell[axis]
+                least = [w0, h0, k0]
+                while lo < hi:
+                    least[axis] = mid = (lo + hi + 1) // 2
+                    lo, hi = (mid, hi) if fits(*least) else (lo, mid - 1)
+                bounds[axis] = hi
+            w1, h1, k1 = bounds
+            cell = ((w0, w1), (h0, h1), (k0, k1))
+        return max(compute_of((w1, h1, k1), k0),
+                   templates.load_floor(ctx, (w1, h1, k1), resident) * ctx.per_element
+                   + written), cell
+
+    PRICED, EXACT = 1, 0  # at equal floors the exact one pops first
+    heap: list[tuple[int, int, Cell]] = []
+    next_start = 0  # spatial cells taken
+    while heap or next_start < len(spatial):
+        if next_start < len(spatial) and (not heap or spatial[next_start][0] <= heap[0][0]):
+            # starting cells join the heap in order of their tile compute, a floor of theirs
+            _, w, h = spatial[next_start]
+            for k in depths:
+                if (priced := floor((w, h, k))) is not None:
+                    heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+            next_start += 1
+            continue
+        units, stage, cell = heapq.heappop(heap)
+        if stage == EXACT:
+            return units, True
+        widest = max(range(3), key=lambda axis: cell[axis][1] - cell[axis][0])
+        lo, hi = cell[widest]
+        if lo == hi:
+            gran = (cell[0][0], cell[1][0], cell[2][0])
+            if held + least_peak(ctx, shape.ops, gran, resident, ws_kept) <= ctx.capacity:
+                exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
+                heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
+            continue
+        if splits == 0 or (deadline is not None and time.monotonic() > deadline):
+            return units, False
+        splits -= 1
+        mid = (lo + hi) // 2
+        for half in ((lo, mid), (mid + 1, hi)):
+            part = (*cell[:widest], half, *cell[widest + 1:])
+            if (priced := floor(part)) is not None:  # type: ignore[arg-type]
+                heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+    return None
+
+
+Feeds = list[tuple[int, int]]
+"""(K, axis) of every root operand S6.4 constrains: axis 0 (w) for an LHS, 1 (h) for an RHS."""
+
+
+def _allowed(cell: Cell, feeds: Feeds) -> bool:
+    """S6.4: a split-K root fed by a Pointwise op of the set needs w (LHS) or h (RHS) >= K;
+    whether some value of the cell may meet it."""
+    return not any(cell[2][1] < big_k and cell[axis][1] < big_k for big_k, axis in feeds)
 
 
 Spatial = list[tuple[int, tuple[int, int], tuple[int, int]]]
+Cells = tuple[Spatial, list[tuple[int, int]], Callable[[Granularity, int], int], Feeds]
 
 
-def _cells(ctx: ScoringContext, shape: SubgraphShape
-           ) -> tuple[Spatial, list[tuple[int, int]], Callable[[Granularity, int], int]]:
-    """The cells of an op set (memoized): ``[lo, hi]`` ranges of w and h with the tile
-    compute of their ops (cheapest first), of k, and its compute floor over a cell (given
-    its largest values and least k). They cover every w <= nw, h <= nh and k <= min(nk,
-    every K) (S9, S2.5); k is one value for a Pointwise-only set (S9: ignored), and every
-    k alone (a k-step's size sets what each step loads against what it computes)."""
+def _cells(ctx: ScoringContext, shape: SubgraphShape) -> Cells:
+    """The starting cells of an op set (memoized): ranges of w and h with the tile compute
+    of their ops at their largest values, cheapest first, ranges of k, the compute floor of
+    any cell (given its largest values and least k) and the set's ``Feeds``. Their products
+    cover every w <= nw, h <= nh and k <= min(nk, every K) (S9, S2.5); k is one value for
+    a Pointwise-only set (S9: ignored). Each axis is cut at its powers of two, cap and
+    extents (``axis_cells``)."""
 
-    def make() -> tuple[Spatial, list[tuple[int, int]], Callable[[Granularity, int], int]]:
+    def make() -> Cells:
         p, g = ctx.problem, ctx.graph
         tensors = shape.consumed | shape.produced
         cuts = {p.heights[t] for t in tensors} | {p.widths[t] for t in tensors}
         matmuls = [q for q in shape.ops if g.is_matmul(q)]
         cuts |= {g.reduction_length(q) for q in matmuls}
-        tiled = {(w[1], h[1]): [op_floor(ctx, shape, q, w[1], h[1]) for q in shape.ops]
-                 for w in axis_cells(ctx.nw, cuts) for h in axis_cells(ctx.nh, cuts)}
-        spatial = sorted((sum(tiled[w[1], h[1]]), w, h)
-                         for w in axis_cells(ctx.nw, cuts) for h in axis_cells(ctx.nh, cuts))
+        floors = [op_floors(ctx, shape, q) for q in shape.ops]
         deepest = min([ctx.nk] + [g.reduction_length(q) for q in matmuls])
-        depths = axis_cells(deepest, cuts)[::-1] if matmuls else [(1, 1)]
+        depths = axis_cells(deepest, cuts) if matmuls else [(1, 1)]
+        feeds = [(g.reduction_length(q), 0 if side == "LHS" else 1)
+                 for q, side, _, _ in prologue_feeds(g, shape)]
+        spatial = sorted((sum(at(w[1], h[1]) for at in floors), w, h)
+                         for w in axis_cells(ctx.nw, cuts) for h in axis_cells(ctx.nh, cuts)
+                         ) if _allowed(((1, ctx.nw), (1, ctx.nh), depths[-1]), feeds) else []
         templates = templates_of(ctx, shape.ops)
         found: dict[tuple[Granularity, int], int] = {}
 
@@ -187,11 +297,11 @@ def _cells(ctx: ScoringContext, shape: SubgraphShape
             if (gran, least_k) not in found:
                 w, h, _ = gran
                 firings = templates.firing_floors(ctx, gran, least_k=least_k)
-                found[gran, least_k] = sum(max(floor, firings.get(q, 0)) for q, floor
-                                           in zip(shape.ops, tiled[w, h], strict=True))
+                found[gran, least_k] = sum(max(at(w, h), firings.get(q, 0))
+                                           for q, at in zip(shape.ops, floors, strict=True))
             return found[gran, least_k]
 
-        return spatial, depths, compute_of
+        return spatial, depths, compute_of, feeds
 
     return ctx.memo("bound cells", shape.ops, make)
 
@@ -211,14 +321,11 @@ def axis_cells(cap: int, cuts: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _subsets(items: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    return chain.from_iterable(combinations(items, r) for r in range(len(items) + 1))
-
-
 def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fill: bool, deadline: float
-                 ) -> tuple[Fraction, bool]:
-    """CP-SAT's proven bound on the cheapest cover (in time units) and whether it is the
-    optimum. With ``fill``, every op may also be covered alone at its compute floor."""
+                 ) -> tuple[Fraction, bool, list[int]]:
+    """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
+    optimum, and which prices that cover picks. With ``fill``, every op may also be
+    covered alone at its compute floor."""
     g = ctx.graph
     fillers = ([(q, least_compute(ctx, q))
                 for q in range(ctx.problem.num_ops)] if fill else [])
@@ -273,6 +380,7 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fill: bool, dead
     solver.parameters.linearization_level = 2
     status = solver.solve(model)
     if status in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
-        return Fraction(0), False  # cannot happen for a problem with a valid schedule
+        return Fraction(0), False, []  # cannot happen for a problem with a valid schedule
     bound = int(solver.best_objective_bound) * scale
-    return ctx.latency(bound), status == cp_model.OPTIMAL
+    picked = [i for i, x in enumerate(chosen) if status == cp_model.OPTIMAL and solver.value(x)]
+    return ctx.latency(bound), status == cp_model.OPTIMAL, picked

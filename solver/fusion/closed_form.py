@@ -91,6 +91,20 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
                for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
 
 
+def least_peak(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
+               resident: frozenset[int], kept: frozenset[int]) -> int:
+    """A lower bound on the peak working set of every traversal, without the resident
+    tensors (as ``Templates.first_step_floor``): its largest step entered with nothing
+    present, since a step holds its own slices whatever came before and only keeps more
+    whole from a step before."""
+    plan = plan_of(ctx, ops, gran)
+    run = _Run(plan, resident, kept)
+    peak = max(run.step(ri, ci, ki, IN_TILE, START).peak or 0
+               for ri in range(len(plan.row_starts)) for ci in range(len(plan.col_starts))
+               for ki in range(len(plan.k_runs(ri, ci)[0])))
+    return peak - sum(ctx.graph.size(t) for t in resident)
+
+
 def plan_of(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity) -> Plan:
     return ctx.memo("plan", (ops, gran), lambda: Plan(ctx, templates_of(ctx, ops), gran))
 

@@ -31,7 +31,8 @@ class ScoringTimeout(Exception):
 class ScoringContext:
     """One problem under one set of rules, with the caches every scoring call shares."""
 
-    def __init__(self, problem: FusionProblem | FusionGraph, rules: Rules = DEFAULT_RULES):
+    def __init__(self, problem: FusionProblem | FusionGraph, rules: Rules = DEFAULT_RULES, *,
+                 every_tile: bool = False):
         self.graph = problem if isinstance(problem, FusionGraph) else FusionGraph(problem)
         p = self.graph.problem
         self.problem = p
@@ -51,6 +52,9 @@ class ScoringContext:
         """Base cost of every op, times nh * nw * reduction_den units per native factor."""
         self.per_element = bandwidth.denominator * compute_scale
         """Latency units one element of slow-memory traffic costs."""
+        self.every_tile = every_tile
+        """Also search the largest tiles below a power of two that does not fit
+        (``score.best_config``); without it, powers of two only, as the seed team's greedy."""
         self._cache: dict[tuple[Any, ...], Any] = {}
         self.deadline: float | None = None
         """A ``time.monotonic()`` value after which a config search stops (``best_config``

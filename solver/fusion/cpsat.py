@@ -79,7 +79,9 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
                  workers: int = 1) -> SearchResult:
     """The best schedule found before ``deadline`` (a ``time.monotonic()`` value)."""
     start = time.monotonic()
-    incumbent = as_variants(ctx, greedy(ctx, start + 0.5 * (deadline - start)))
+    # the baseline greedy (powers of two only), whatever tiles the search itself tries
+    baseline = ScoringContext(ctx.graph, ctx.rules) if ctx.every_tile else ctx
+    incumbent = as_variants(ctx, greedy(baseline, start + 0.5 * (deadline - start)))
     floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost).total
     progress.report(total(incumbent), floor)
     if total(incumbent) <= floor:
@@ -178,7 +180,10 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     variants only of op sets that fit without retention."""
     scoring_ends = time.monotonic() + 0.6 * max(0.0, deadline - time.monotonic())
     variants = list(incumbent)
-    seen = {(v.ops, v.retained_in, v.retained_out) for v in variants}
+    # the incumbent's own subgraphs are scored again: it may come from a context that tried
+    # fewer tiles (the baseline greedy), and then a key's best may be lower here
+    given = {(v.ops, v.retained_in, v.retained_out): v.latency for v in variants}
+    seen: set[tuple[tuple[int, ...], frozenset[int], frozenset[int]]] = set()
     options = {ops: [(ops, r_in, r_out) for r_in, r_out in
                      retention_options(ctx, ops, [window.resident], [window.handoff])]
                for ops in sets}
@@ -198,7 +203,8 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
             seen.add(key)
             found = make_variant(ctx, *key)
             if found is not None:
-                variants.append(found)
+                if given.get(key) != found.latency:
+                    variants.append(found)
                 if not retains:
                     fits.add(key[0])
     except ScoringTimeout:

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-from solver.fusion.closed_form import Granularity, Traversal, closed_form, plan_of, templates_of
+from solver.fusion.closed_form import (
+    Granularity,
+    Traversal,
+    closed_form,
+    least_peak,
+    plan_of,
+    templates_of,
+)
 from solver.fusion.context import ScoringContext, ScoringTimeout
-from solver.fusion.problem import SubgraphShape, ceil_div
+from solver.fusion.problem import SubgraphShape, ceil_div, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
@@ -30,6 +37,10 @@ __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout",
 # only where the plan has such strips), snake also the strip at the turn
 ROW_ORDERS: tuple[TraversalName, ...] = ("snake", "raster")
 COLUMN_ORDERS: tuple[TraversalName, ...] = ("column_snake", "column")
+
+
+NARROWINGS = 3
+"""Candidates that do not fit narrowed per search (``_narrowed``), cheapest floor first."""
 
 
 class Score(NamedTuple):
@@ -95,7 +106,8 @@ def best_config(
 ) -> Config | None:
     """The lowest-latency legal granularity and traversal that fits, or None (memoized).
 
-    Candidates are ``legal_granularities``; ties go to larger tiles (w*h, then k, then w)
+    Candidates are ``legal_granularities`` (and, with ``ctx.every_tile``, the largest tiles
+    below those that do not fit); ties go to larger tiles (w*h, then k, then w)
     and, for multi-tile MatMul subgraphs, to snake order (the seed team's choice). A
     candidate is scored only while its floor (least compute, least slow-memory traffic)
     can still match the best found.
@@ -112,41 +124,108 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             kept: frozenset[int], held: int) -> Config | None:
     """Candidates in increasing order of their floor, max(compute, traffic): the compute
     floor is cheap, so the traffic floor is computed only for candidates whose compute floor
-    does not already exceed the smallest floor waiting (a heap keeps the exact order)."""
+    does not already exceed the smallest floor waiting (a heap keeps the exact order).
+    With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
+    the wait."""
     templates = templates_of(ctx, shape.ops)
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
     by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))
+    candidates = {gran for _, _, gran in by_compute}
+    tried = set(candidates)
     waiting: list[tuple[int, tuple[int, int, int], Granularity]] = []
     best: tuple | None = None
     found: Config | None = None
+    narrowings = 0
+
+    def wait(gran: Granularity, rank: tuple[int, int, int]) -> None:
+        w, h, _ = gran
+        firings = templates.firing_floors(ctx, gran)
+        compute = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0)) for q in shape.ops)
+        traffic = (templates.load_floor(ctx, gran, resident) + written) * ctx.per_element
+        heapq.heappush(waiting, (max(compute, traffic), rank, gran))
+
     while by_compute or waiting:
         while by_compute and (not waiting or by_compute[-1][0] <= waiting[0][0]):
             _, rank, gran = by_compute.pop()
-            w, h, _ = gran
-            firings = templates.firing_floors(ctx, gran)
-            compute = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0))
-                          for q in shape.ops)
-            traffic = (templates.load_floor(ctx, gran, resident) + written) * ctx.per_element
-            heapq.heappush(waiting, (max(compute, traffic), rank, gran))
+            wait(gran, rank)
         floor, rank, gran = heapq.heappop(waiting)
         if best is not None and (floor, rank) > best[:2]:
             break  # its latency is at least its floor: it cannot beat the best, nor can later ones
         if ctx.deadline is not None and time.monotonic() > ctx.deadline:
             raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
-        if held + templates.first_step_floor(ctx, gran, resident, kept) > ctx.capacity:
+        fitted = False
+        if held + templates.first_step_floor(ctx, gran, resident, kept) <= ctx.capacity:
+            plan = plan_of(ctx, shape.ops, gran)
+            orders: tuple[TraversalName, ...] = ("raster",)
+            if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
+                orders = ROW_ORDERS + COLUMN_ORDERS if plan.column_strips else ROW_ORDERS
+            for t_rank, traversal in enumerate(orders):
+                s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
+                if not s.fits:
+                    continue
+                fitted = True
+                candidate = (s.latency * ctx.unit, rank, t_rank)
+                if best is None or candidate < best:
+                    best = candidate
+                    found = Config(gran, traversal, s.latency, s.ws_peak)
+        if not fitted and ctx.every_tile and gran in candidates and narrowings < NARROWINGS:
+            narrowings += 1  # the cheapest candidates that do not fit, each once
+            for narrower in _narrowed(ctx, shape, gran, resident, kept, held):
+                if narrower not in tried:
+                    tried.add(narrower)
+                    wait(narrower, _tie_rank(narrower))
+    return found
+
+
+def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
+              resident: frozenset[int], kept: frozenset[int], held: int) -> list[Granularity]:
+    """For a candidate that does not fit, the largest tiles below it that may: shrinking
+    w, h or k alone, or w and h together, down to half their value. S9 allows every
+    integer, and the tile that just fits (say 86 x 86 with a whole K of 128) can beat
+    every power of two by far. A shrink is found on the first step's working set (cheap),
+    then on the largest step's (``least_peak``)."""
+    g = ctx.graph
+    templates = templates_of(ctx, shape.ops)
+    axes: list[tuple[int, ...]] = [(0,), (1,), (0, 1)]
+    if shape.has_matmul:
+        axes.append((2,))
+    out = []
+    for moved in axes:
+        top = min(gran[a] for a in moved)
+        if top == 1:
             continue
-        plan = plan_of(ctx, shape.ops, gran)
-        orders: tuple[TraversalName, ...] = ("raster",)
-        if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
-            orders = ROW_ORDERS + COLUMN_ORDERS if plan.column_strips else ROW_ORDERS
-        for t_rank, traversal in enumerate(orders):
-            s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
-            if not s.fits:
-                continue
-            candidate = (s.latency * ctx.unit, rank, t_rank)
-            if best is None or candidate < best:
-                best = candidate
-                found = Config(gran, traversal, s.latency, s.ws_peak)
+
+        def at(value: int, moved: tuple[int, ...] = moved) -> Granularity:
+            w, h, k = (value if a in moved else gran[a] for a in range(3))
+            return w, h, k
+
+        def first_fits(value: int) -> bool:
+            trial = at(value)
+            return held + templates.first_step_floor(ctx, trial, resident, kept) <= ctx.capacity
+
+        def all_fit(value: int) -> bool:
+            trial = at(value)
+            return (prologue_issue(g, shape, trial) is None
+                    and held + least_peak(ctx, shape.ops, trial, resident, kept) <= ctx.capacity)
+
+        value = _largest(first_fits, top // 2 + 1, top - 1)
+        if value is not None and not all_fit(value):
+            value = _largest(all_fit, top // 2 + 1, value - 1)
+        if value is not None:
+            out.append(at(value))
+    return out
+
+
+def _largest(holds: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """The largest value in ``lo..hi`` where a property that only fails above some value
+    holds, None if it holds nowhere."""
+    found = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            found, lo = mid, mid + 1
+        else:
+            hi = mid - 1
     return found
 
 
@@ -176,6 +255,21 @@ def _tie_rank(gran: Granularity) -> tuple[int, int, int]:
 def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
     """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
     return _op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
+
+
+def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[int, int], int]:
+    """``op_floor`` of ``q`` at any ``w x h``, shared by every op set where ``q`` fires the
+    same way (the lower bound asks it of thousands of op sets)."""
+    key = _floor_shape(ctx, shape, q)
+    table: dict[tuple[int, int], int] = ctx.memo("op floors", (q, key[2]), dict)
+
+    def at(w: int, h: int) -> int:
+        found = table.get((w, h))
+        if found is None:
+            found = table[w, h] = op_floor(ctx, shape, q, w, h)
+        return found
+
+    return at
 
 
 def least_compute(ctx: ScoringContext, q: int) -> int:

@@ -105,7 +105,7 @@ def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMI
     ``optimal`` when proven for its formulation or when the lower bound is reached."""
     started = time.monotonic()
     rules = Rules(reduction_cost=reduction_cost)
-    ctx = ScoringContext(problem, rules)
+    ctx = ScoringContext(problem, rules, every_tile=True)
     deadline = started + time_limit_s
     found = cpsat_search(ctx, deadline, seed=seed, workers=workers)
     objective = total(found.schedule)
