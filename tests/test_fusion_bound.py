@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
-from solver.fusion.bound import axis_cells, cover_bound
+from solver.fusion.bound import axis_cells, cover_bound, forced_loads
 from solver.fusion.closed_form import any_order_floor, least_peak
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.greedy import greedy
@@ -50,6 +51,31 @@ def test_any_order_floor_and_least_peak_are_below_every_traversal(case):
     held = sum(g.size(t) for t in resident)
     assert held + least_peak(ctx, ops, gran, frozenset(resident), frozenset(retained_out)) \
         <= trace.ws_peak
+
+
+@HYPOTHESIS
+@given(case=subgraph_cases())
+def test_forced_loads_are_below_every_subgraph_that_fits(case):
+    """The per-op traffic the cover charges unpriced ops, summed over any subgraph (graph
+    inputs are never retained), at any integer granularity and traversal."""
+    g, ops, gran, traversal, retained_in, retained_out = case
+    ctx = ScoringContext(g)
+    resident = frozenset(retained_in - set(g.graph_inputs))
+    trace = reference(g, ops, gran, traversal, resident, retained_out, ctx.rules)
+    assume(trace.first_overflow is None)
+    assert sum(forced_loads(ctx, q) for q in ops) <= trace.latency * ctx.unit
+
+
+def test_forced_loads_charge_every_split_k_reload_on_benchmark_9():
+    """Benchmark 9 (B = 25, capacity 250,000) is eight blocks of two MatMuls, K = 1,024
+    and 4,096 > nk = 128, each fed through a Pointwise op that S6.4 keeps out of its
+    subgraph, so every one is a root that reloads both operands in every k-step: a
+    1,024 x 4,096 x 1,024 product loads its LHS once per 128-wide tile column and its RHS
+    once per tile row, 2 x 1,024 x 4,096 x 8 elements, 2,684,354.56 per MatMul."""
+    problem = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-9.json").read_text()))
+    ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
+    loads = [ctx.latency(forced_loads(ctx, q)) for q in range(problem.num_ops)]
+    assert loads == [Fraction(268435456, 100) if q % 2 == 0 else 0 for q in range(32)]
 
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])

@@ -29,13 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from math import floor as floor_int
 
 from ortools.sat.python import cp_model
 
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.closed_form import Granularity, any_order_floor, least_peak, templates_of
 from solver.fusion.context import ScoringContext
-from solver.fusion.problem import SubgraphShape, prologue_feeds
+from solver.fusion.problem import SubgraphShape, ceil_div, prologue_feeds
 from solver.fusion.score import least_compute, op_floors
 
 SET_BUDGET = 3000
@@ -104,11 +105,20 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done += 1
     complete = sets.complete and done == len(sets.sets)
+    n_ops = range(ctx.problem.num_ops)
+    fillers = None if complete else [least_compute(ctx, q) for q in n_ops]
+    loads = None if complete else [forced_loads(ctx, q) for q in n_ops]
+    if not any(loads or ()):
+        loads = None
     while True:
-        value, optimal, chosen = _solve_cover(ctx, priced, not complete, deadline)
+        value, optimal, chosen = _solve_cover(
+            ctx, priced, fillers, deadline - (kept_for_cover() / 2 if loads else 0))
         loose = [i for i in chosen if not priced[i].exact]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or time.monotonic() > refine_ends:
+            if loads:  # the same cover with each unpriced op at its share of forced loads
+                other, other_optimal, _ = _solve_cover(ctx, priced, loads, deadline)
+                value, optimal = max((value, optimal), (other, other_optimal))
             return CoverBound(value, done, complete, optimal)
         refined: dict[int, Priced | None] = {}
         for i in loose:
@@ -194,10 +204,16 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     templates = templates_of(ctx, shape.ops)
     spatial, depths, compute_of, feeds = _cells(ctx, shape)
 
+    room = floor_int(ctx.capacity) - held  # working sets are whole elements
+    fitting: dict[Granularity, bool] = {}
+
     def fits(w: int, h: int, k: int) -> bool:
-        """Whether a first step at these values may fit."""
-        return held + templates.first_step_floor(ctx, (w, h, k), resident, ws_kept) \
-            <= ctx.capacity
+        """Whether a first step at these values may fit (cells share corners: memoized)."""
+        found = fitting.get((w, h, k))
+        if found is None:
+            found = fitting[w, h, k] = \
+                templates.first_step_floor(ctx, (w, h, k), resident, ws_kept) <= room
+        return found
 
     def floor(cell: Cell) -> tuple[int, Cell] | None:
         """The cell's floor and the cell cut to the values whose first step may fit (the
@@ -239,7 +255,7 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         lo, hi = cell[widest]
         if lo == hi:
             gran = (cell[0][0], cell[1][0], cell[2][0])
-            if held + least_peak(ctx, shape.ops, gran, resident, ws_kept) <= ctx.capacity:
+            if least_peak(ctx, shape.ops, gran, resident, ws_kept) <= room:
                 exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
                 heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
             continue
@@ -321,14 +337,89 @@ def axis_cells(cap: int, cuts: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fill: bool, deadline: float
-                 ) -> tuple[Fraction, bool, list[int]]:
+def forced_loads(ctx: ScoringContext, q: int) -> int:
+    """Slow-memory traffic (``ctx`` units) a MatMul's k-loop loads in any subgraph that
+    holds it, shared evenly among the MatMuls reading each tensor (a subgraph holding
+    several of them may load a slice once for all; a Pointwise reader's tile slices are
+    other slices, its role differs): 0 unless ``q`` is a root wherever it runs and
+    must split its K (``_always_split_root``). Then every operand that can be neither
+    resident (a graph input, or larger than the capacity) nor made in the same subgraph (a
+    graph input, or made by a Pointwise op that S6.4 forbids there), and that no subgraph
+    can hold whole (``_only_sliced``), has each k-step's slice loaded afresh, the step
+    before having another k range: all of it once per tile across, at least
+    ``ceil(extent / native)`` tiles."""
+    g, p = ctx.graph, ctx.problem
+    if not _always_split_root(ctx, q):
+        return 0
+    rows, cols = p.heights[p.outputs[q][0]], p.widths[p.outputs[q][0]]
+    big_k = g.reduction_length(q)
+    total = Fraction(0)
+    for side, t in enumerate(p.inputs[q]):
+        producer = g.producer.get(t)
+        native = ctx.nh if side else ctx.nw
+        outside = producer is None or (not g.is_matmul(producer) and big_k > native
+                                       and g.size(t) > ctx.capacity)
+        if outside and big_k > native and _only_sliced(ctx, t, side):
+            across = ceil_div(rows, ctx.nh) if side else ceil_div(cols, ctx.nw)
+            sharing = sum(1 for c in g.consumers[t] if g.is_matmul(c))
+            total += Fraction(g.size(t) * across, sharing)
+    return int(total * ctx.per_element)
+
+
+def _always_split_root(ctx: ScoringContext, q: int) -> bool:
+    """A MatMul whose K exceeds nk (so it always splits it) and that no subgraph can make a
+    head (S6.1): its output reaches no MatMul operand directly, and through Pointwise ops
+    only operands S6.4 forbids there (that MatMul splits a K above the native w for an
+    LHS, h for an RHS)."""
+    g, p = ctx.graph, ctx.problem
+    if not g.is_matmul(q) or g.reduction_length(q) <= ctx.nk:
+        return False
+    frontier, seen = [(t, True) for t in p.outputs[q]], set()
+    while frontier:
+        t, direct = frontier.pop()
+        for c in g.consumers[t]:
+            if g.is_matmul(c):
+                big_k = g.reduction_length(c)
+                native = ctx.nw if p.inputs[c][0] == t else ctx.nh
+                if direct or big_k <= ctx.nk or big_k <= native:
+                    return False
+            elif c not in seen:
+                seen.add(c)
+                frontier += [(u, False) for u in p.outputs[c]]
+    return True
+
+
+def _only_sliced(ctx: ScoringContext, t: int, side: int) -> bool:
+    """Whether every requirement of ``t`` in any subgraph is a k-step slice of a root or a
+    tile slice that no head widens to a whole extent: each consumer is an always-split root
+    reading it once on the same side, or a Pointwise op from whose output only
+    always-split roots are reached through Pointwise ops."""
+    g, p = ctx.graph, ctx.problem
+    for c in g.consumers[t]:
+        if g.is_matmul(c):
+            if p.inputs[c].count(t) != 1 or p.inputs[c][side] != t \
+                    or not _always_split_root(ctx, c):
+                return False
+            continue
+        frontier, seen = list(p.outputs[c]), {c}
+        while frontier:
+            for d in g.consumers[frontier.pop()]:
+                if g.is_matmul(d):
+                    if not _always_split_root(ctx, d):
+                        return False
+                elif d not in seen:
+                    seen.add(d)
+                    frontier += p.outputs[d]
+    return True
+
+
+def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: list[int] | None,
+                 deadline: float) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
-    optimum, and which prices that cover picks. With ``fill``, every op may also be
-    covered alone at its compute floor."""
+    optimum, and which prices that cover picks. With ``fillers``, every op may also be
+    covered alone at that cost (any subgraph's latency is at least the sum of its ops')."""
     g = ctx.graph
-    fillers = ([(q, least_compute(ctx, q))
-                for q in range(ctx.problem.num_ops)] if fill else [])
+    fillers = list(enumerate(fillers or []))
     costs = [v.units for v in priced] + [c for _, c in fillers]
     # costs rounded down to a common multiple keep a bound and keep sums within int64
     scale = max(1, sum(costs) // COST_RESOLUTION)
