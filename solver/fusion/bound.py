@@ -18,8 +18,10 @@ its largest step (``least_peak``); a range at its favourable ends: counts and tr
 the largest values (they only fall as tiles grow), working set at the smallest (it only
 grows).
 
-Op sets not priced (the enumeration budget or the deadline ran out) are covered per op at
-its compute floor, which any subgraph pays for it; the bound then is weaker, still valid.
+Op sets not priced (the enumeration budget or the deadline ran out) leave their ops to
+per-op fillers: their compute floors, or (a second cover) their forced split-K loads
+(``forced_loads``); any subgraph pays the sum of either over its ops, so each cover is a
+bound, weaker than a complete one.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class CoverBound:
     value: Fraction
     sets_priced: int
     complete: bool
-    """Every connected op set was priced (no op fell back to its compute floor)."""
+    """Every connected op set was priced (no op fell back to a filler)."""
     optimal: bool
     """CP-SAT solved the cover to optimality (else ``value`` is its proven bound)."""
 
@@ -105,9 +107,8 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done += 1
     complete = sets.complete and done == len(sets.sets)
-    n_ops = range(ctx.problem.num_ops)
-    fillers = None if complete else [least_compute(ctx, q) for q in n_ops]
-    loads = None if complete else [forced_loads(ctx, q) for q in n_ops]
+    fillers = None if complete else [least_compute(ctx, q) for q in range(n)]
+    loads = None if complete else [forced_loads(ctx, q) for q in range(n)]
     if not any(loads or ()):
         loads = None
     while True:
@@ -232,6 +233,8 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 bounds[axis] = hi
             w1, h1, k1 = bounds
             cell = ((w0, w1), (h0, h1), (k0, k1))
+            if not _allowed(cell, feeds):
+                return None
         return max(compute_of((w1, h1, k1), k0),
                    templates.load_floor(ctx, (w1, h1, k1), resident) * ctx.per_element
                    + written), cell
@@ -380,8 +383,9 @@ def _always_split_root(ctx: ScoringContext, q: int) -> bool:
         for c in g.consumers[t]:
             if g.is_matmul(c):
                 big_k = g.reduction_length(c)
-                native = ctx.nw if p.inputs[c][0] == t else ctx.nh
-                if direct or big_k <= ctx.nk or big_k <= native:
+                natives = [ctx.nh if side else ctx.nw
+                           for side, u in enumerate(p.inputs[c]) if u == t]
+                if direct or big_k <= ctx.nk or big_k <= max(natives):
                     return False
             elif c not in seen:
                 seen.add(c)
