@@ -321,7 +321,7 @@ class LowerBoundsReport(BaseModel):
         "at the least latency any subgraph of them can have (cpsat, when time allows)")
     cover_complete: bool | None = Field(
         None, description="every connected op set was priced; when false, ops of the "
-        "unpriced sets count at their compute floor or their forced split-K loads only "
+        "unpriced sets count at their compute floor or their forced traffic only "
         "(still a valid bound)")
     total: float = Field(description="the largest of the bounds above")
 

@@ -85,10 +85,56 @@ def connected_ops(draw: st.DrawFn, g: FusionGraph) -> tuple[int, ...]:
 
 
 @st.composite
-def subgraph_cases(draw: st.DrawFn) -> tuple:
-    """(graph, ops, granularity, traversal, retained_in, retained_out) for one subgraph,
-    with any granularity the rules allow (not only powers of two), small enough to simulate."""
-    g = FusionGraph(parse_problem(draw(problems())))
+def split_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
+    """Benchmark 9 in miniature: blocks of ``MatMul -> Pointwise -> MatMul -> Pointwise``
+    whose K exceeds the native sizes (split-K roots that S6.4 keeps apart from the
+    Pointwise op feeding them), the last Pointwise of each block adding a residual (the
+    block's input or a graph input), with a capacity near the tensor sizes, so some
+    tensors must be written and some loads or recomputations are forced."""
+    native = draw(st.sampled_from([[16, 16], [8, 8], [16, 8]]))
+    rows = draw(st.sampled_from([8, 16, 24]))
+    depth, wide = draw(st.sampled_from([16, 24, 32])), draw(st.sampled_from([24, 32, 48]))
+    widths, heights = [depth], [rows]
+    inputs: list[list[int]] = []
+    outputs: list[list[int]] = []
+    types: list[str] = []
+
+    def tensor(w: int, h: int) -> int:
+        widths.append(w)
+        heights.append(h)
+        return len(widths) - 1
+
+    def op(kind: str, ins: list[int], w: int, h: int) -> int:
+        inputs.append(ins)
+        outputs.append([tensor(w, h)])
+        types.append(kind)
+        return outputs[-1][0]
+
+    x = 0
+    for _ in range(draw(st.integers(1, 2))):
+        up = op("MatMul", [x, tensor(wide, depth)], wide, rows)
+        act = op("Pointwise", [up], wide, rows)
+        down = op("MatMul", [act, tensor(depth, wide)], depth, rows)
+        residual = x if draw(st.booleans()) else tensor(depth, rows)
+        x = op("Pointwise", [down, residual], depth, rows)
+    sizes = sorted({w * h for w, h in zip(widths, heights, strict=True)})
+    data = {
+        "widths": widths, "heights": heights, "inputs": inputs, "outputs": outputs,
+        "base_costs": [draw(st.integers(1, 400)) for _ in types], "op_types": types,
+        "fast_memory_capacity": draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64)),
+        "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
+        "native_granularity": native,
+    }
+    parse_problem(data)
+    return data
+
+
+@st.composite
+def subgraph_cases(draw: st.DrawFn, source: st.SearchStrategy | None = None) -> tuple:
+    """(graph, ops, granularity, traversal, retained_in, retained_out) for one subgraph of
+    a problem from ``source`` (``problems()`` by default), with any granularity the rules
+    allow (not only powers of two), small enough to simulate."""
+    g = FusionGraph(parse_problem(draw(problems() if source is None else source)))
     ops = draw(connected_ops(g))
     shape = g.shape(ops)
     nw, nh, nk = g.native

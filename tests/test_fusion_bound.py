@@ -12,15 +12,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
-from solver.fusion.bound import axis_cells, cover_bound, forced_loads
-from solver.fusion.closed_form import any_order_floor, least_peak
+from solver.fusion import bound
+from solver.fusion.bound import axis_cells, cover_bound, forced_traffic, must_write
+from solver.fusion.closed_form import any_order_floor, peak_fits
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
 from solver.fusion.solvers import solve
 from tests.conftest import MLSYS
-from tests.fusion_cases import problems, subgraph_cases
+from tests.fusion_cases import problems, split_chain_problems, subgraph_cases
 from tests.test_fusion_scorer import HYPOTHESIS, reference
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -39,9 +40,10 @@ def test_axis_cells_cover_every_value_once_and_isolate_cuts_and_powers(cap, cuts
 
 @HYPOTHESIS
 @given(case=subgraph_cases())
-def test_any_order_floor_and_least_peak_are_below_every_traversal(case):
-    """Latency and peak working set; custom permutations included (the case draws them),
-    at any integer granularity."""
+def test_any_order_floor_and_peak_fits_hold_for_every_traversal(case):
+    """The latency floor is below every traversal's latency, and every traversal's peak
+    working set passes ``peak_fits``; custom permutations included (the case draws
+    them), at any integer granularity."""
     g, ops, gran, traversal, retained_in, retained_out = case
     ctx = ScoringContext(g)
     resident = retained_in & g.shape(ops).consumed
@@ -49,33 +51,63 @@ def test_any_order_floor_and_least_peak_are_below_every_traversal(case):
     trace = reference(g, ops, gran, traversal, retained_in, retained_out, ctx.rules)
     assert floor is None or floor <= trace.latency * ctx.unit
     held = sum(g.size(t) for t in resident)
-    assert held + least_peak(ctx, ops, gran, frozenset(resident), frozenset(retained_out)) \
-        <= trace.ws_peak
+    assert peak_fits(ctx, ops, gran, frozenset(resident), frozenset(retained_out),
+                     trace.ws_peak - held)
 
 
 @HYPOTHESIS
-@given(case=subgraph_cases())
-def test_forced_loads_are_below_every_subgraph_that_fits(case):
-    """The per-op traffic the cover charges unpriced ops, summed over any subgraph (graph
-    inputs are never retained), at any integer granularity and traversal."""
+@given(case=st.one_of(subgraph_cases(), subgraph_cases(split_chain_problems())))
+def test_forced_traffic_is_below_every_subgraph_that_fits(case):
+    """The per-op traffic the cover charges unpriced ops, summed over the ops a subgraph
+    may be designated for (all but those whose output every schedule writes and this one
+    does not), is below its latency at any integer granularity and traversal (graph
+    inputs are never retained)."""
     g, ops, gran, traversal, retained_in, retained_out = case
     ctx = ScoringContext(g)
     resident = frozenset(retained_in - set(g.graph_inputs))
     trace = reference(g, ops, gran, traversal, resident, retained_out, ctx.rules)
     assume(trace.first_overflow is None)
-    assert sum(forced_loads(ctx, q) for q in ops) <= trace.latency * ctx.unit
+    written = set(g.shape(ops).outputs) - retained_out
+    traffic = forced_traffic(ctx)
+    designated = [q for q in ops if not (
+        len(g.problem.outputs[q]) == 1 and must_write(ctx, g.problem.outputs[q][0])
+        and g.problem.outputs[q][0] not in written)]
+    assert sum(traffic[q] for q in designated) <= trace.latency * ctx.unit
 
 
-def test_forced_loads_charge_every_split_k_reload_on_benchmark_9():
+def test_forced_traffic_proves_greedy_optimal_on_benchmark_9():
     """Benchmark 9 (B = 25, capacity 250,000) is eight blocks of two MatMuls, K = 1,024
     and 4,096 > nk = 128, each fed through a Pointwise op that S6.4 keeps out of its
     subgraph, so every one is a root that reloads both operands in every k-step: a
     1,024 x 4,096 x 1,024 product loads its LHS once per 128-wide tile column and its RHS
-    once per tile row, 2 x 1,024 x 4,096 x 8 elements, 2,684,354.56 per MatMul."""
+    once per tile row, 2 x 1,024 x 4,096 x 8 elements, 2,684,354.56 per MatMul. The
+    Pointwise output a MatMul reads (4,096 x 1,024, above the capacity) is written,
+    167,772.16; each residual sum writes its 1,024 x 1,024 output (41,943.04) and loads
+    its other input, the graph input or the previous sum (41,943.04 more; recomputing
+    that sum instead would load what it reads). Their sum is greedy's schedule: optimal."""
     problem = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-9.json").read_text()))
     ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
-    loads = [ctx.latency(forced_loads(ctx, q)) for q in range(problem.num_ops)]
-    assert loads == [Fraction(268435456, 100) if q % 2 == 0 else 0 for q in range(32)]
+    traffic = [ctx.latency(units) for units in forced_traffic(ctx)]
+    each = [Fraction(268435456, 100), Fraction(16777216, 100), Fraction(268435456, 100),
+            Fraction(8388608, 100)]
+    assert traffic == [each[q % 4] for q in range(32)]
+    greedy_total = total(as_variants(ctx, greedy(ctx)))
+    assert greedy_total == sum(traffic) == Fraction(4496293888, 100)
+    assert cover_bound(ctx, time.monotonic() + 60).value == greedy_total
+
+
+@pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
+@QUICK
+@given(raw=st.one_of(problems(max_ops=7), split_chain_problems()))
+def test_cover_bound_with_fillers_is_below_the_best_schedule_found(raw, mode, monkeypatch):
+    """With the enumeration cut short, most ops fall to fillers and the cover must still
+    stay below what the search finds (must-write rows and forced traffic included)."""
+    monkeypatch.setattr(bound, "SET_BUDGET", 2)
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
+    found = cpsat_search(ctx, time.monotonic() + 10, seed=0, workers=1)
+    value = cover_bound(ScoringContext(parse_problem(raw), Rules(reduction_cost=mode)),
+                        time.monotonic() + 10).value
+    assert value <= total(found.schedule)
 
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])

@@ -14,14 +14,16 @@ tiles the search tries. Each axis is cut into single values (powers of two, the 
 extent of the op set, where specs change) and the open ranges between them; cells are
 searched best first and split where they hold the least floor (``_least``). A single-value
 cell is priced exactly per step (``any_order_floor``) and checked against the capacity at
-its largest step (``least_peak``); a range at its favourable ends: counts and traffic at
+every step (``peak_fits``); a range at its favourable ends: counts and traffic at
 the largest values (they only fall as tiles grow), working set at the smallest (it only
 grows).
 
 Op sets not priced (the enumeration budget or the deadline ran out) leave their ops to
-per-op fillers: their compute floors, or (a second cover) their forced split-K loads
-(``forced_loads``); any subgraph pays the sum of either over its ops, so each cover is a
-bound, weaker than a complete one.
+per-op fillers: their compute floors, or (a second cover) the traffic they force
+(``forced_traffic``: split-K reloads, loads of big graph inputs, writes every schedule
+makes, and the loads or recomputation a consumer of those writes pays); any subgraph pays
+the sum of either over its (designated) ops, so each cover is a bound, weaker than a
+complete one.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from math import floor as floor_int
 from ortools.sat.python import cp_model
 
 from solver.fusion.candidates import connected_op_sets
-from solver.fusion.closed_form import Granularity, any_order_floor, least_peak, templates_of
+from solver.fusion.closed_form import Granularity, any_order_floor, peak_fits, templates_of
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import SubgraphShape, ceil_div, prologue_feeds
 from solver.fusion.score import least_compute, op_floors
@@ -45,7 +47,7 @@ SET_BUDGET = 3000
 """Connected op sets priced at most (the same scale as the solver's whole-graph model)."""
 COVER_TIME_S, COVER_SHARE = 1.0, 0.15
 """Time kept for solving the cover: at least this, or this share of what is left."""
-COST_RESOLUTION = 2**48
+COST_RESOLUTION = 2**60
 QUICK_SPLITS, REFINE_FACTOR = 16, 32
 """Range cells split at most, per op set and arrival, before the least floor stands, for
 every op set; each refinement of a price the cover picks allows this factor more."""
@@ -108,7 +110,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         done += 1
     complete = sets.complete and done == len(sets.sets)
     fillers = None if complete else [least_compute(ctx, q) for q in range(n)]
-    loads = None if complete else [forced_loads(ctx, q) for q in range(n)]
+    loads = None if complete else forced_traffic(ctx)
     if not any(loads or ()):
         loads = None
     while True:
@@ -117,7 +119,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         loose = [i for i in chosen if not priced[i].exact]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or time.monotonic() > refine_ends:
-            if loads:  # the same cover with each unpriced op at its share of forced loads
+            if loads:  # the same cover with each unpriced op at its forced traffic
                 other, other_optimal, _ = _solve_cover(ctx, priced, loads, deadline)
                 value, optimal = max((value, optimal), (other, other_optimal))
             return CoverBound(value, done, complete, optimal)
@@ -258,7 +260,7 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         lo, hi = cell[widest]
         if lo == hi:
             gran = (cell[0][0], cell[1][0], cell[2][0])
-            if least_peak(ctx, shape.ops, gran, resident, ws_kept) <= room:
+            if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
                 exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
                 heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
             continue
@@ -340,33 +342,135 @@ def axis_cells(cap: int, cuts: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def forced_loads(ctx: ScoringContext, q: int) -> int:
-    """Slow-memory traffic (``ctx`` units) a MatMul's k-loop loads in any subgraph that
-    holds it, shared evenly among the MatMuls reading each tensor (a subgraph holding
-    several of them may load a slice once for all; a Pointwise reader's tile slices are
-    other slices, its role differs): 0 unless ``q`` is a root wherever it runs and
-    must split its K (``_always_split_root``). Then every operand that can be neither
-    resident (a graph input, or larger than the capacity) nor made in the same subgraph (a
-    graph input, or made by a Pointwise op that S6.4 forbids there), and that no subgraph
-    can hold whole (``_only_sliced``), has each k-step's slice loaded afresh, the step
-    before having another k range: all of it once per tile across, at least
-    ``ceil(extent / native)`` tiles."""
+def forced_traffic(ctx: ScoringContext) -> list[int]:
+    """Per op, slow-memory traffic (``ctx`` units) that the subgraph it is *designated* to
+    pays for it, such that any subgraph pays at least the sum over its designated ops.
+
+    Each op is designated to one subgraph that runs it: one that writes its output when
+    some subgraph does (the cover's fillers are writers, so this keeps the cover a
+    relaxation). Then a designated op ``q`` brings: its forced split-K loads
+    (``_forced_loads``); its share of the pointwise loads of graph inputs too big to be
+    held whole (``_pointwise_reads``); the write of its output where that output must
+    reach slow memory (``must_write``), since its subgraph writes it; and for each input
+    that must be written and cannot be resident, either that input's load or, if its
+    producer runs here too, what that producer brings (``include``): the producer is not
+    designated here, since its output is consumed here and so not written here."""
+    g, p = ctx.graph, ctx.problem
+    included: dict[int, Fraction] = {}
+
+    def own(q: int) -> Fraction:
+        return _forced_loads(ctx, q) + _pointwise_reads(ctx, q)
+
+    def inputs_floor(q: int) -> Fraction:
+        """Each produced input that must be written and cannot be resident: its load (a
+        pointwise reader's share of the tile slices) or its producer's share of what it
+        brings when run here."""
+        total = Fraction(0)
+        for t in dict.fromkeys(p.inputs[q]):
+            producer = g.producer.get(t)
+            if producer is None or len(p.outputs[producer]) != 1 or g.is_matmul(q) \
+                    or g.size(t) <= ctx.capacity or not must_write(ctx, t):
+                continue
+            readers = sum(1 for c in g.consumers[t] if not g.is_matmul(c))
+            total += min(Fraction(_needed(ctx, t, q), readers),
+                         include(producer) / _fan_out(ctx, producer))
+        return total
+
+    def include(q: int) -> Fraction:
+        if q not in included:
+            included[q] = own(q) + inputs_floor(q)
+        return included[q]
+
+    out = []
+    for q in range(p.num_ops):
+        written = [g.size(t) for t in p.outputs[q] if must_write(ctx, t)]
+        writes = written[0] if len(p.outputs[q]) == 1 and written else 0
+        out.append(int((own(q) + writes + inputs_floor(q)) * ctx.per_element))
+    return out
+
+
+def _forced_loads(ctx: ScoringContext, q: int) -> Fraction:
+    """Slow-memory traffic (elements) a MatMul's k-loop loads in any subgraph that holds
+    it, shared evenly among the MatMuls reading each tensor (a subgraph holding several of
+    them may load a slice once for all; a Pointwise reader's tile slices are other slices,
+    its role differs): 0 unless ``q`` is a root wherever it runs and must split its K
+    (``_always_split_root``). Then every operand that can be neither resident (a graph
+    input, or larger than the capacity) nor made in the same subgraph (a graph input, or
+    made by a Pointwise op that S6.4 forbids there), and that no subgraph can hold whole
+    (``_only_sliced``), has each k-step's slice loaded afresh, the step before having
+    another k range: all of it once per tile across, at least ``ceil(extent / native)``
+    tiles."""
     g, p = ctx.graph, ctx.problem
     if not _always_split_root(ctx, q):
-        return 0
+        return Fraction(0)
     rows, cols = p.heights[p.outputs[q][0]], p.widths[p.outputs[q][0]]
-    big_k = g.reduction_length(q)
     total = Fraction(0)
     for side, t in enumerate(p.inputs[q]):
-        producer = g.producer.get(t)
-        native = ctx.nh if side else ctx.nw
-        outside = producer is None or (not g.is_matmul(producer) and big_k > native
-                                       and g.size(t) > ctx.capacity)
-        if outside and big_k > native and _only_sliced(ctx, t, side):
+        if _made_outside(ctx, t, q, side) and _only_sliced(ctx, t, side):
             across = ceil_div(rows, ctx.nh) if side else ceil_div(cols, ctx.nw)
             sharing = sum(1 for c in g.consumers[t] if g.is_matmul(c))
             total += Fraction(g.size(t) * across, sharing)
-    return int(total * ctx.per_element)
+    return total
+
+
+def _made_outside(ctx: ScoringContext, t: int, q: int, side: int) -> bool:
+    """Whether operand ``t`` on ``side`` of the always-split root ``q`` can be neither
+    resident nor made in ``q``'s subgraph: a graph input, or larger than the capacity and
+    made by a Pointwise op that S6.4 keeps out (``q`` splits a K above the native w for
+    an LHS, h for an RHS)."""
+    g = ctx.graph
+    producer = g.producer.get(t)
+    native = ctx.nh if side else ctx.nw
+    split_past_native = g.reduction_length(q) > native
+    return split_past_native and (producer is None or (
+        not g.is_matmul(producer) and g.size(t) > ctx.capacity))
+
+
+def must_write(ctx: ScoringContext, t: int) -> bool:
+    """Whether every schedule writes ``t`` to slow memory at least once: a graph output, or
+    an output some always-split root must load because it can be neither resident nor made
+    in that root's subgraph."""
+    g, p = ctx.graph, ctx.problem
+    if t in g.producer and not g.consumers[t]:
+        return True
+    return t in g.producer and any(
+        _always_split_root(ctx, c) and _made_outside(ctx, t, c, side)
+        for c in g.consumers[t] for side, u in enumerate(p.inputs[c]) if u == t)
+
+
+def _pointwise_reads(ctx: ScoringContext, q: int) -> Fraction:
+    """Elements of graph inputs a Pointwise op loads in any subgraph that runs it, shared
+    among the Pointwise ops reading each: every element of its output is made once, and an
+    input larger than the capacity is never whole in a step, so its tile slices (role
+    ``pw``) are loaded apart from any MatMul's slices of it."""
+    g, p = ctx.graph, ctx.problem
+    if g.is_matmul(q):
+        return Fraction(0)
+    total = Fraction(0)
+    for t in dict.fromkeys(p.inputs[q]):
+        if t in g.producer or g.size(t) <= ctx.capacity:
+            continue
+        readers = sum(1 for c in g.consumers[t] if not g.is_matmul(c))
+        total += Fraction(_needed(ctx, t, q), readers)
+    return total
+
+
+def _needed(ctx: ScoringContext, t: int, q: int) -> int:
+    """Elements of input ``t`` a Pointwise op ``q`` reads to make all of its outputs."""
+    p = ctx.problem
+    rows = max(p.heights[u] for u in p.outputs[q])
+    cols = max(p.widths[u] for u in p.outputs[q])
+    return min(rows, p.heights[t]) * min(cols, p.widths[t])
+
+
+def _fan_out(ctx: ScoringContext, q: int) -> int:
+    """Readings of ``q``'s outputs by ops that may share a subgraph with ``q`` (each may
+    claim a share of what ``q`` brings when it runs there)."""
+    g, p = ctx.graph, ctx.problem
+    return max(1, sum(
+        1 for t in p.outputs[q] for c in g.consumers[t]
+        if not (_always_split_root(ctx, c) and not g.is_matmul(q) and all(
+            _made_outside(ctx, t, c, side) for side, u in enumerate(p.inputs[c]) if u == t))))
 
 
 def _always_split_root(ctx: ScoringContext, q: int) -> bool:
@@ -421,7 +525,8 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: list[in
                  deadline: float) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
     optimum, and which prices that cover picks. With ``fillers``, every op may also be
-    covered alone at that cost (any subgraph's latency is at least the sum of its ops')."""
+    covered alone at that cost (any subgraph's latency is at least the sum of its
+    designated ops', ``forced_traffic``)."""
     g = ctx.graph
     fillers = list(enumerate(fillers or []))
     costs = [v.units for v in priced] + [c for _, c in fillers]
@@ -452,8 +557,9 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: list[in
     # linear rows, not clauses: CP-SAT's LP, which proves the bound, only sees those
     for q in range(ctx.problem.num_ops):
         model.add(sum(runs.get(q, [])) >= 1)
-    for t in g.graph_outputs:
-        model.add(sum(writers.get(t, [])) >= 1)
+    for t in g.producer:  # graph outputs and what some always-split root must load
+        if must_write(ctx, t):
+            model.add(sum(writers.get(t, [])) >= 1)
     # one row per tensor says whether any choice writes (keeps) it; a choice that reads it
     # from slow memory (as resident) implies that row's literal
     sources: dict[tuple[int, bool], cp_model.IntVar] = {}

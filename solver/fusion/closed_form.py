@@ -91,18 +91,19 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
                for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
 
 
-def least_peak(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
-               resident: frozenset[int], kept: frozenset[int]) -> int:
-    """A lower bound on the peak working set of every traversal, without the resident
-    tensors (as ``Templates.first_step_floor``): its largest step entered with nothing
-    present, since a step holds its own slices whatever came before and only keeps more
-    whole from a step before."""
+def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
+              resident: frozenset[int], kept: frozenset[int], room: int) -> bool:
+    """Whether the peak working set of some traversal may fit in ``room``, without the
+    resident tensors (as ``Templates.first_step_floor``): every step entered with nothing
+    present fits, since a step holds its own slices whatever came before and only keeps
+    more whole from a step before. Stops at the first step that cannot (each tile's last
+    k-step first: outputs and retained tiles peak there)."""
     plan = plan_of(ctx, ops, gran)
     run = _Run(plan, resident, kept)
-    peak = max(run.step(ri, ci, ki, IN_TILE, START).peak or 0
+    room += sum(ctx.graph.size(t) for t in resident)
+    return all((run.step(ri, ci, ki, IN_TILE, START).peak or 0) <= room
                for ri in range(len(plan.row_starts)) for ci in range(len(plan.col_starts))
-               for ki in range(len(plan.k_runs(ri, ci)[0])))
-    return peak - sum(ctx.graph.size(t) for t in resident)
+               for ki in reversed(range(len(plan.k_runs(ri, ci)[0]))))
 
 
 def plan_of(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity) -> Plan:

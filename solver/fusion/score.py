@@ -20,7 +20,7 @@ from solver.fusion.closed_form import (
     Granularity,
     Traversal,
     closed_form,
-    least_peak,
+    peak_fits,
     plan_of,
     templates_of,
 )
@@ -183,7 +183,7 @@ def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
     w, h or k alone, or w and h together, down to half their value. S9 allows every
     integer, and the tile that just fits (say 86 x 86 with a whole K of 128) can beat
     every power of two by far. A shrink is found on the first step's working set (cheap),
-    then on the largest step's (``least_peak``)."""
+    then on every step's (``peak_fits``)."""
     g = ctx.graph
     templates = templates_of(ctx, shape.ops)
     axes: list[tuple[int, ...]] = [(0,), (1,), (0, 1)]
@@ -206,7 +206,7 @@ def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
         def all_fit(value: int) -> bool:
             trial = at(value)
             return (prologue_issue(g, shape, trial) is None
-                    and held + least_peak(ctx, shape.ops, trial, resident, kept) <= ctx.capacity)
+                    and peak_fits(ctx, shape.ops, trial, resident, kept, ctx.capacity - held))
 
         value = _largest(first_fits, top // 2 + 1, top - 1)
         if value is not None and not all_fit(value):
