@@ -316,6 +316,10 @@ class LowerBoundsReport(BaseModel):
 
     compute: float = Field(description="total compute of every op at its area share")
     io: float = Field(description="graph inputs read and graph outputs written once")
+    forced: float | None = Field(
+        None, description="the slow-memory traffic every schedule is forced into, summed "
+        "over the ops (split-K reloads, writes every schedule makes, loads of big graph "
+        "inputs and of must-write tensors; cpsat)")
     cover: float | None = Field(
         None, description="the cheapest cover of the ops by connected op sets, each priced "
         "at the least latency any subgraph of them can have (cpsat, when time allows)")

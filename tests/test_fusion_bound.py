@@ -96,6 +96,17 @@ def test_forced_traffic_proves_greedy_optimal_on_benchmark_9():
     assert cover_bound(ctx, time.monotonic() + 60).value == greedy_total
 
 
+def test_the_solver_stops_at_the_forced_traffic_bound_on_benchmark_9():
+    """Greedy's schedule meets the forced traffic, so cpsat reports it optimal without
+    searching or pricing (the search stops at the bound; the cover is not needed)."""
+    problem = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-9.json").read_text()))
+    result = solve(problem, "cpsat", reduction_cost="per_op", time_limit_s=30)
+    assert result.status == "optimal" and result.gap == 0
+    assert result.lower_bounds.forced == pytest.approx(44962938.88)
+    assert result.lower_bounds.cover is None
+    assert result.total_latency == pytest.approx(44962938.88)
+
+
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
 @QUICK
 @given(raw=st.one_of(problems(max_ops=7), split_chain_problems()))
@@ -135,8 +146,10 @@ def test_cover_bound_proves_the_schedule_optimal_on_small_benchmarks(name, mode,
     capacity) must be written and read back, and every k-step's loads are paid step by
     step. The bound meets the schedule, so it is optimal under SEMANTICS.md outright."""
     problem = parse_problem(json.loads((MLSYS / "benchmarks" / f"{name}.json").read_text()))
+    cover = cover_bound(ScoringContext(problem, Rules(reduction_cost=mode)),
+                        time.monotonic() + 30)
+    assert cover.complete and cover.value == pytest.approx(expected)
     result = solve(problem, "cpsat", reduction_cost=mode, time_limit_s=30)
-    assert result.lower_bounds.cover_complete
-    assert result.lower_bounds.cover == pytest.approx(expected)
     assert result.total_latency == pytest.approx(expected)
+    assert result.bound == pytest.approx(expected)
     assert result.status == "optimal" and result.gap == pytest.approx(0, abs=1e-9)

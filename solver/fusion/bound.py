@@ -51,6 +51,10 @@ COST_RESOLUTION = 2**60
 QUICK_SPLITS, REFINE_FACTOR = 16, 32
 """Range cells split at most, per op set and arrival, before the least floor stands, for
 every op set; each refinement of a price the cover picks allows this factor more."""
+IDLE_ROUNDS = 2
+"""Refinement rounds in a row that leave the cover where it was before refining stops
+(one such round may only have swapped a tie; benchmark 7 ``per_op`` spent 20 s more on
+rounds that raised nothing)."""
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
@@ -93,7 +97,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     Every op set is first priced with ``QUICK_SPLITS``; then, while time is left, the
     prices the cover's optimum picks that are not exact are refined (``REFINE_FACTOR``
     times their splits each time) and the cover solved again: only those can hold the
-    bound down."""
+    bound down. Refining stops after ``IDLE_ROUNDS`` rounds that raise nothing."""
     n = ctx.problem.num_ops
     sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET)
 
@@ -113,12 +117,14 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     loads = None if complete else forced_traffic(ctx)
     if not any(loads or ()):
         loads = None
+    best, idle = Fraction(-1), 0
     while True:
         value, optimal, chosen = _solve_cover(
             ctx, priced, fillers, deadline - (kept_for_cover() / 2 if loads else 0))
+        best, idle = max(best, value), 0 if value > best else idle + 1
         loose = [i for i in chosen if not priced[i].exact]
         refine_ends = deadline - kept_for_cover()
-        if not optimal or not loose or time.monotonic() > refine_ends:
+        if not optimal or not loose or idle >= IDLE_ROUNDS or time.monotonic() > refine_ends:
             if loads:  # the same cover with each unpriced op at its forced traffic
                 other, other_optimal, _ = _solve_cover(ctx, priced, loads, deadline)
                 value, optimal = max((value, optimal), (other, other_optimal))
@@ -346,47 +352,45 @@ def forced_traffic(ctx: ScoringContext) -> list[int]:
     """Per op, slow-memory traffic (``ctx`` units) that the subgraph it is *designated* to
     pays for it, such that any subgraph pays at least the sum over its designated ops.
 
-    Each op is designated to one subgraph that runs it: one that writes its output when
-    some subgraph does (the cover's fillers are writers, so this keeps the cover a
+    An op is designated to every unpriced subgraph that runs it and, if its one output
+    must be written, writes it (some subgraph that runs it does; one filler stands for all
+    of them, and fillers are the cover's writers of the op's outputs, so the cover stays a
     relaxation). Then a designated op ``q`` brings: its forced split-K loads
     (``_forced_loads``); its share of the pointwise loads of graph inputs too big to be
     held whole (``_pointwise_reads``); the write of its output where that output must
     reach slow memory (``must_write``), since its subgraph writes it; and for each input
     that must be written and cannot be resident, either that input's load or, if its
-    producer runs here too, what that producer brings (``include``): the producer is not
+    producer runs here too, its share of what that producer brings: the producer is not
     designated here, since its output is consumed here and so not written here."""
     g, p = ctx.graph, ctx.problem
-    included: dict[int, Fraction] = {}
-
-    def own(q: int) -> Fraction:
-        return _forced_loads(ctx, q) + _pointwise_reads(ctx, q)
-
-    def inputs_floor(q: int) -> Fraction:
-        """Each produced input that must be written and cannot be resident: its load (a
-        pointwise reader's share of the tile slices) or its producer's share of what it
-        brings when run here."""
-        total = Fraction(0)
+    # what each op brings wherever it runs (designated or included): its own loads and its
+    # inputs' floor; producers come first in topological order
+    brought: dict[int, Fraction] = {}
+    for q in g.topological_order:
+        total = _forced_loads(ctx, q) + _pointwise_reads(ctx, q)
         for t in dict.fromkeys(p.inputs[q]):
             producer = g.producer.get(t)
             if producer is None or len(p.outputs[producer]) != 1 or g.is_matmul(q) \
                     or g.size(t) <= ctx.capacity or not must_write(ctx, t):
                 continue
+            # the load of t (a share of the Pointwise readers' tile slices) or, when its
+            # producer runs here too, that producer's share of what it brings
             readers = sum(1 for c in g.consumers[t] if not g.is_matmul(c))
             total += min(Fraction(_needed(ctx, t, q), readers),
-                         include(producer) / _fan_out(ctx, producer))
-        return total
-
-    def include(q: int) -> Fraction:
-        if q not in included:
-            included[q] = own(q) + inputs_floor(q)
-        return included[q]
-
+                         brought[producer] / _fan_out(ctx, producer))
+        brought[q] = total
     out = []
     for q in range(p.num_ops):
         written = [g.size(t) for t in p.outputs[q] if must_write(ctx, t)]
         writes = written[0] if len(p.outputs[q]) == 1 and written else 0
-        out.append(int((own(q) + writes + inputs_floor(q)) * ctx.per_element))
+        out.append(int((brought[q] + writes) * ctx.per_element))
     return out
+
+
+def forced_bound(ctx: ScoringContext) -> Fraction:
+    """A lower bound on every schedule (time units), instant on any graph: the cover with
+    no op set priced, every op at its forced traffic (each op is designated somewhere)."""
+    return ctx.latency(sum(forced_traffic(ctx)))
 
 
 def _forced_loads(ctx: ScoringContext, q: int) -> Fraction:
@@ -478,6 +482,11 @@ def _always_split_root(ctx: ScoringContext, q: int) -> bool:
     head (S6.1): its output reaches no MatMul operand directly, and through Pointwise ops
     only operands S6.4 forbids there (that MatMul splits a K above the native w for an
     LHS, h for an RHS)."""
+    return ctx.memo("always_split_root", (q,), lambda: _reaches_no_head_operand(ctx, q))
+
+
+def _reaches_no_head_operand(ctx: ScoringContext, q: int) -> bool:
+    """The walk behind ``_always_split_root`` (uncached)."""
     g, p = ctx.graph, ctx.problem
     if not g.is_matmul(q) or g.reduction_length(q) <= ctx.nk:
         return False

@@ -9,8 +9,9 @@
    and re-solves each window with the rest fixed (``cpsat_model.Window``); an improvement
    replaces the window.
 
-A schedule whose latency reaches the problem's lower bound (compute or I/O) is optimal
-outright, and the search stops there.
+A schedule whose latency reaches the problem's lower bound (compute, I/O or the traffic
+every schedule is forced into, ``bound.forced_bound``) is optimal outright, and the search
+stops there.
 
 Every schedule is re-checked by the evaluator before it is returned.
 """
@@ -26,6 +27,7 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from solver import progress
+from solver.fusion.bound import forced_bound
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, objective_scale
 from solver.fusion.greedy import greedy
@@ -82,7 +84,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0,
     # the baseline greedy (powers of two only), whatever tiles the search itself tries
     baseline = ScoringContext(ctx.graph, ctx.rules) if ctx.every_tile else ctx
     incumbent = as_variants(ctx, greedy(baseline, start + 0.5 * (deadline - start)))
-    floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost).total
+    floor = max(lower_bounds(ctx.problem, ctx.rules.reduction_cost).total, forced_bound(ctx))
     progress.report(total(incumbent), floor)
     if total(incumbent) <= floor:
         return SearchResult(incumbent, True, 0, 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Protocol
 
 from models.errors import InputValidationError, Issue
@@ -20,7 +21,7 @@ from models.fusion import (
     ReductionCost,
     SolveStatus,
 )
-from solver.fusion.bound import CoverBound, cover_bound
+from solver.fusion.bound import CoverBound, cover_bound, forced_bound
 from solver.fusion.cpsat import as_planned, cpsat_search, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
@@ -48,7 +49,8 @@ class SolverBug(RuntimeError):
 def finish(problem: FusionProblem, solver: str, solution: FusionSolution, started: float,
            status: SolveStatus, rules: Rules, *, context: ScoringContext | None = None,
            objective: float | None = None, bound: float | None = None,
-           gap: float | None = None, cover: CoverBound | None = None) -> FusionResult:
+           gap: float | None = None, forced: Fraction | None = None,
+           cover: CoverBound | None = None) -> FusionResult:
     """Evaluate a solver's solution and package it with the evaluator's latencies."""
     verdict = evaluate(problem, solution, rules, context=context)
     if not verdict.valid:
@@ -64,9 +66,10 @@ def finish(problem: FusionProblem, solver: str, solution: FusionSolution, starte
         subgraph_latencies=latencies,
         lower_bounds=LowerBoundsReport(
             compute=float(bounds.compute), io=float(bounds.io),
+            forced=None if forced is None else float(forced),
             cover=None if cover is None else float(cover.value),
             cover_complete=None if cover is None else cover.complete,
-            total=float(max(bounds.total, cover.value) if cover else bounds.total)),
+            total=float(max(bounds.total, forced or 0, cover.value if cover else 0))),
         wall_time_s=time.monotonic() - started,
         objective=objective,
         bound=bound,
@@ -109,7 +112,8 @@ def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMI
     deadline = started + time_limit_s
     found = cpsat_search(ctx, deadline, seed=seed, workers=workers)
     objective = total(found.schedule)
-    bound = lower_bounds(problem, reduction_cost).total
+    forced = forced_bound(ctx)
+    bound = max(lower_bounds(problem, reduction_cost).total, forced)
     cover = None
     if objective > bound and time.monotonic() < deadline - MIN_COVER_TIME_S:
         cover = cover_bound(ctx, deadline)
@@ -118,7 +122,7 @@ def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMI
                   "optimal" if found.optimal or objective <= bound else "feasible", rules,
                   context=ctx, objective=float(objective), bound=float(bound),
                   gap=float((objective - bound) / objective) if objective else 0.0,
-                  cover=cover)
+                  forced=forced, cover=cover)
 
 
 SOLVERS: dict[str, Solver] = {
