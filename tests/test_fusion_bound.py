@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion import bound
-from solver.fusion.bound import axis_cells, cover_bound, forced_traffic, must_write
+from solver.fusion.bound import (
+    axis_cells,
+    cover_bound,
+    forced_bound,
+    forced_traffic,
+    must_write,
+)
 from solver.fusion.closed_form import any_order_floor, peak_fits
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.greedy import greedy
@@ -112,13 +118,15 @@ def test_the_solver_stops_at_the_forced_traffic_bound_on_benchmark_9():
 @given(raw=st.one_of(problems(max_ops=7), split_chain_problems()))
 def test_cover_bound_with_fillers_is_below_the_best_schedule_found(raw, mode, monkeypatch):
     """With the enumeration cut short, most ops fall to fillers and the cover must still
-    stay below what the search finds (must-write rows and forced traffic included)."""
+    stay below what the search finds (must-write rows and forced traffic included), as
+    must the forced traffic summed over every op (the bound the search stops at)."""
     monkeypatch.setattr(bound, "SET_BUDGET", 2)
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
     found = cpsat_search(ctx, time.monotonic() + 10, seed=0, workers=1)
     value = cover_bound(ScoringContext(parse_problem(raw), Rules(reduction_cost=mode)),
                         time.monotonic() + 10).value
     assert value <= total(found.schedule)
+    assert forced_bound(ctx) <= total(found.schedule)
 
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
