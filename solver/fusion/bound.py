@@ -348,7 +348,7 @@ def axis_cells(cap: int, cuts: set[int]) -> list[tuple[int, int]]:
     return out
 
 
-def forced_traffic(ctx: ScoringContext) -> list[int]:
+def forced_traffic(ctx: ScoringContext) -> tuple[int, ...]:
     """Per op, slow-memory traffic (``ctx`` units) that the subgraph it is *designated* to
     pays for it, such that any subgraph pays at least the sum over its designated ops.
 
@@ -361,7 +361,13 @@ def forced_traffic(ctx: ScoringContext) -> list[int]:
     reach slow memory (``must_write``), since its subgraph writes it; and for each input
     that must be written and cannot be resident, either that input's load or, if its
     producer runs here too, its share of what that producer brings: the producer is not
-    designated here, since its output is consumed here and so not written here."""
+    designated here, since its output is consumed here and so not written here. Cached
+    in ``ctx``: the search, the solver's report and the cover all ask for it."""
+    return ctx.memo("forced_traffic", (), lambda: _traffic_per_op(ctx))
+
+
+def _traffic_per_op(ctx: ScoringContext) -> tuple[int, ...]:
+    """The computation behind ``forced_traffic`` (uncached)."""
     g, p = ctx.graph, ctx.problem
     # what each op brings wherever it runs (designated or included): its own loads and its
     # inputs' floor; producers come first in topological order
@@ -375,8 +381,7 @@ def forced_traffic(ctx: ScoringContext) -> list[int]:
                 continue
             # the load of t (a share of the Pointwise readers' tile slices) or, when its
             # producer runs here too, that producer's share of what it brings
-            readers = sum(1 for c in g.consumers[t] if not g.is_matmul(c))
-            total += min(Fraction(_needed(ctx, t, q), readers),
+            total += min(Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t)),
                          brought[producer] / _fan_out(ctx, producer))
         brought[q] = total
     out = []
@@ -384,7 +389,7 @@ def forced_traffic(ctx: ScoringContext) -> list[int]:
         written = [g.size(t) for t in p.outputs[q] if must_write(ctx, t)]
         writes = written[0] if len(p.outputs[q]) == 1 and written else 0
         out.append(int((brought[q] + writes) * ctx.per_element))
-    return out
+    return tuple(out)
 
 
 def forced_bound(ctx: ScoringContext) -> Fraction:
@@ -433,7 +438,12 @@ def _made_outside(ctx: ScoringContext, t: int, q: int, side: int) -> bool:
 def must_write(ctx: ScoringContext, t: int) -> bool:
     """Whether every schedule writes ``t`` to slow memory at least once: a graph output, or
     an output some always-split root must load because it can be neither resident nor made
-    in that root's subgraph."""
+    in that root's subgraph. Cached in ``ctx`` (every cover solve asks again)."""
+    return ctx.memo("must_write", (t,), lambda: _must_reach_slow_memory(ctx, t))
+
+
+def _must_reach_slow_memory(ctx: ScoringContext, t: int) -> bool:
+    """The test behind ``must_write`` (uncached)."""
     g, p = ctx.graph, ctx.problem
     if t in g.producer and not g.consumers[t]:
         return True
@@ -454,9 +464,13 @@ def _pointwise_reads(ctx: ScoringContext, q: int) -> Fraction:
     for t in dict.fromkeys(p.inputs[q]):
         if t in g.producer or g.size(t) <= ctx.capacity:
             continue
-        readers = sum(1 for c in g.consumers[t] if not g.is_matmul(c))
-        total += Fraction(_needed(ctx, t, q), readers)
+        total += Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t))
     return total
+
+
+def _pointwise_readers(ctx: ScoringContext, t: int) -> int:
+    """Pointwise ops reading ``t``: they share its ``pw`` tile slices in a subgraph."""
+    return sum(1 for c in ctx.graph.consumers[t] if not ctx.graph.is_matmul(c))
 
 
 def _needed(ctx: ScoringContext, t: int, q: int) -> int:
@@ -530,7 +544,7 @@ def _only_sliced(ctx: ScoringContext, t: int, side: int) -> bool:
     return True
 
 
-def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: list[int] | None,
+def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Sequence[int] | None,
                  deadline: float) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
     optimum, and which prices that cover picks. With ``fillers``, every op may also be
