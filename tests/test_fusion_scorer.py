@@ -92,6 +92,8 @@ def test_search_floors_never_exceed_the_truth(case):
                         record=True).steps[0].working_set
     assert floor <= ws_first
     assert floor <= trace.ws_peak
+    # best_config rules a subgraph out when even the least tile cannot fit its first step
+    assert held + templates.first_step_floor(ctx, (1, 1, 1), retained_in, retained_out) <= floor
     assert first.latency == trace.latency
 
 

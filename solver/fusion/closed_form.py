@@ -174,6 +174,11 @@ class Templates:
         for t in shape.outputs:
             if not g.is_matmul(shape.producer[t]):
                 require(t, "T", "T", "pw", self._seed(_Seed(None, p.heights[t], p.widths[t])))
+        self._root_depths = [g.reduction_length(s.root) for s in self.seeds if s.root is not None]
+        self._root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
+        self._by_tensor: dict[int, dict[str, list[tuple[str, str, int]]]] = {}
+        for (t, role, r, c), seeds in self.loads.items():
+            self._by_tensor.setdefault(t, {}).setdefault(role, []).append((r, c, seeds))
 
     def _seed(self, seed: _Seed) -> int:
         self.seeds.append(seed)
@@ -227,28 +232,37 @@ class Templates:
         tensor and role that a prone coincidence might merge count as their largest."""
         w, h, k = gran
         p = ctx.problem
-        nks = max((ceil_div(ctx.graph.reduction_length(s.root), k) for s in self.seeds
-                   if s.root is not None), default=1)
-        tile_seeds_now = nks == 1 or ctx.rules.epilogue_step == "first"
-        active = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None
-                     or tile_seeds_now)
+        nks = max((ceil_div(depth, k) for depth in self._root_depths), default=1)
+        active = (1 << len(self.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
+            else self._root_seeds
         ws = sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in self.shape.outputs)
         if ctx.rules.retained_output_ws == "accumulate":
             ws += sum(ctx.graph.size(t) for t in kept if t in self.shape.ephemerals)
-        slices: dict[int, dict[str, dict[tuple[str, str], int]]] = {}
-        for (t, role, r, c), seeds in self.loads.items():
-            if t in resident or not seeds & active:
+        for t, roles in self._by_tensor.items():
+            if t in resident:
                 continue
-            rows = _spec(r, p.heights[t], h, k)[0]
-            cols = _spec(c, p.widths[t], w, k)[0]
-            size = (min(h if rows == "T" else k, p.heights[t]) if rows != "F" else p.heights[t]) \
-                * (min(w if cols == "T" else k, p.widths[t]) if cols != "F" else p.widths[t])
-            slices.setdefault(t, {}).setdefault(role, {})[rows, cols] = size
-        for t, roles in slices.items():
-            if any(("F", "F") in specs for specs in roles.values()):
-                ws += ctx.graph.size(t)
+            height, width = p.heights[t], p.widths[t]
+            # a spec normalized to this granularity, with its slice's extent on that axis
+            row_of = {"T": ("T", h) if h < height else ("F", height),
+                      "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
+            col_of = {"T": ("T", w) if w < width else ("F", width),
+                      "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
+            per_role: list[dict[tuple[str, str], int]] = []
+            whole = False
+            for found in roles.values():
+                specs: dict[tuple[str, str], int] = {}
+                for r, c, seeds in found:
+                    if seeds & active:
+                        (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
+                        specs[rows, cols] = n_rows * n_cols
+                whole = whole or ("F", "F") in specs
+                per_role.append(specs)
+            if whole:
+                ws += height * width
                 continue
-            for specs in roles.values():
+            for specs in per_role:
+                if not specs:
+                    continue
                 rows = {r for r, _ in specs}
                 cols = {c for _, c in specs}
                 merged = {"T", "K"} <= rows or {"T", "K"} <= cols

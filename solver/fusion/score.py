@@ -128,6 +128,8 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
     the wait."""
     templates = templates_of(ctx, shape.ops)
+    if held + templates.first_step_floor(ctx, (1, 1, 1), resident, kept) > ctx.capacity:
+        return None  # the first step's working set only grows with w, h and k
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
     by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))
     candidates = {gran for _, _, gran in by_compute}
