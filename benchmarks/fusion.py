@@ -2,7 +2,11 @@
 the evaluator's and the scorer's speed. Prints markdown tables and saves JSON.
 
     .venv/bin/python benchmarks/fusion.py [--time-limit 30] [--workers 2]
-        [--benchmarks DIR] [--out benchmarks/results/fusion.json]
+        [--benchmarks DIR] [--out benchmarks/results/fusion.json] [--perturb]
+
+``--perturb`` runs, instead of the benchmarks themselves, each with half and twice its
+fast-memory capacity and four times its bandwidth (``PERTURBATIONS``): the same graphs
+under other machines, so that no solver is judged on the published parameters alone.
 
 Every solution is checked by the evaluator inside ``solve``; claimed latencies are the
 evaluator's. All solvers of one (benchmark, mode) run back to back, so their ratios are
@@ -17,6 +21,7 @@ import random
 import statistics
 import sys
 import time
+from fractions import Fraction
 from math import exp, log
 from pathlib import Path
 
@@ -32,6 +37,8 @@ from solver.fusion.score import ScoringContext, score_subgraph  # noqa: E402
 from solver.fusion.solvers import solve  # noqa: E402
 
 MODES = ("per_native_k", "per_op")
+PERTURBATIONS = {"cap/2": (Fraction(1, 2), 1), "cap*2": (Fraction(2), 1), "bw*4": (Fraction(1), 4)}
+"""Name: (capacity factor, bandwidth factor)."""
 SOLVERS = ("unfused", "greedy", "cpsat")
 NEAR_BOUND = 1.02
 """Greedy within 2% of the lower bound: scheduling quality barely matters there."""
@@ -41,6 +48,18 @@ def load(directory: Path) -> dict[str, FusionProblem]:
     found = {p.stem.removeprefix("mlsys-2026-"): parse_problem(json.loads(p.read_text()))
              for p in directory.glob("mlsys-2026-*.json")}
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
+
+
+def perturbed(problems: dict[str, FusionProblem]) -> dict[str, FusionProblem]:
+    """Every problem under every ``PERTURBATIONS`` entry, named "<benchmark> <entry>"."""
+    out = {}
+    for name, problem in problems.items():
+        for tag, (capacity, bandwidth) in PERTURBATIONS.items():
+            raw = problem.model_dump()
+            raw["fast_memory_capacity"] = int(capacity * raw["fast_memory_capacity"])
+            raw["slow_memory_bandwidth"] = bandwidth * raw["slow_memory_bandwidth"]
+            out[f"{name} {tag}"] = parse_problem(raw)
+    return out
 
 
 def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
@@ -134,16 +153,31 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
     parser.add_argument("--benchmarks", type=Path,
                         default=ROOT.parent / "shared" / "mlsys2026" / "benchmarks")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fusion.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results JSON (default benchmarks/results/fusion.json, or "
+                             "fusion-perturbed.json with --perturb)")
+    parser.add_argument("--perturb", action="store_true",
+                        help="run each benchmark at half and twice its capacity and four "
+                             "times its bandwidth instead")
     args = parser.parse_args()
+    if not args.benchmarks.is_dir():
+        parser.error(f"no benchmark directory at {args.benchmarks}")
     problems = load(args.benchmarks)
-    largest = max(problems.values(), key=lambda p: p.num_ops)
-    speed = {"evaluation": evaluator_speed(largest), "scoring": scorer_speed(problems)}
-    print(json.dumps(speed), flush=True)
+    if not problems:
+        parser.error(f"no mlsys-2026-*.json file in {args.benchmarks}")
+    out = args.out or ROOT / "benchmarks" / "results" / (
+        "fusion-perturbed.json" if args.perturb else "fusion.json")
+    speed = {}
+    if args.perturb:
+        problems = perturbed(problems)
+    else:
+        largest = max(problems.values(), key=lambda p: p.num_ops)
+        speed = {"evaluation": evaluator_speed(largest), "scoring": scorer_speed(problems)}
+        print(json.dumps(speed), flush=True)
     rows = run_solvers(problems, args.time_limit, args.workers)
     print(table(rows))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"speed": speed, "rows": rows, "time_limit_s": args.time_limit,
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"speed": speed, "rows": rows, "time_limit_s": args.time_limit,
                                     "workers": args.workers}, indent=1) + "\n")
 
 

@@ -24,6 +24,8 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("segments.py", [GRAPH, "--sizes", "0"], "every segment size must be at least 1"),
     ("segments.py", ["no/such/graph.json"], "no graph file at no/such/graph.json"),
     ("segments.py", [GRAPH, "--time-limit", "0"], "--time-limit must be positive"),
+    ("fusion.py", ["--benchmarks", "no/such/dir"], "no benchmark directory at no/such/dir"),
+    ("fusion.py", ["--benchmarks", "benchmarks"], "no mlsys-2026-*.json file in benchmarks"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
@@ -36,3 +38,20 @@ def test_each_isolated_call_gets_a_fresh_process():
     first, second = isolated(os.getpid), isolated(os.getpid)
     assert len({first, second, os.getpid()}) == 3
     assert isolated(divmod, 17, 5) == (3, 2)
+
+
+def test_perturbed_benchmarks_change_only_the_machine():
+    """``--perturb`` runs every benchmark at half and twice its capacity and four times its
+    bandwidth: the same graph, each parameter scaled as named."""
+    from benchmarks.fusion import PERTURBATIONS, load, perturbed
+    from tests.conftest import MLSYS
+
+    problems = load(MLSYS / "benchmarks")
+    varied = perturbed(problems)
+    assert len(varied) == len(PERTURBATIONS) * len(problems)
+    base, half, double, faster = (problems["13"], varied["13 cap/2"], varied["13 cap*2"],
+                                  varied["13 bw*4"])
+    assert (half.fast_memory_capacity, double.fast_memory_capacity) == (300_000, 1_200_000)
+    assert faster.slow_memory_bandwidth == 4 * base.slow_memory_bandwidth
+    assert half.inputs == base.inputs and half.widths == base.widths
+

@@ -198,6 +198,35 @@ def test_every_tile_finds_the_tile_that_just_fits_with_a_whole_k():
     assert result.valid and result.total == wide.latency
 
 
+HALF_CAPACITY_3 = {  # public benchmark 3 with half its fast memory
+    "widths": [256] * 7, "heights": [256] * 7, "inputs": [[0, 1], [3], [4, 2], [5]],
+    "outputs": [[3], [4], [5], [6]], "base_costs": [3000, 500, 3000, 500],
+    "op_types": ["MatMul", "Pointwise", "MatMul", "Pointwise"],
+    "fast_memory_capacity": 15000, "slow_memory_bandwidth": 10,
+    "native_granularity": [128, 128],
+}
+
+
+def test_every_tile_narrows_past_candidates_with_no_tile_that_fits():
+    """A 128 x 128 output tile alone (16,384) overflows 15,000, so the cheapest candidates
+    (128 x 128 at every k) have no tile within half of them that fits, and narrowing them
+    must not use up the search's narrowings: the best tile comes from 128 x 128 x 16 cut to
+    w = 89 (LHS 128 x 16 + RHS 16 x 89 + output 128 x 89 = 14,864; w = 90 needs 15,008).
+    By hand, MatMul 256^3 + Pointwise epilogue, ``per_native_k``: 2 x 3 tiles (89, 89, 78
+    wide), 16 k-steps each at 375 compute (3,000 x 16/128), more than the 347.2 they load;
+    the last step also runs the Pointwise (500) and writes the tile, memory-bound:
+    347.2 + 1,139.2 = 1,486.4 (329.6 + 998.4 = 1,328 for the 78-wide tile). Per row
+    2 x (15 x 375 + 1,486.4) + (15 x 375 + 1,328) = 21,175.8; in all 42,351.6, where the
+    best power of two (128 x 64 x 32, padding half of every native tile) costs 53,468.8."""
+    problem = parse_problem(HALF_CAPACITY_3)
+    plain = best_config(ScoringContext(problem), (0, 1))
+    wide = best_config(ScoringContext(problem, every_tile=True), (0, 1))
+    assert plain is not None and plain.latency == Fraction(534688, 10)
+    assert wide is not None and wide.latency == Fraction(423516, 10)
+    w, h, k = wide.gran  # the square problem ties rows and columns: 128 x 89 costs the same
+    assert k == 16 and 128 in (w, h) and 86 <= min(w, h) <= 89  # any of 86-89 cuts 3 strips
+
+
 @HYPOTHESIS
 @given(case=subgraph_cases())
 def test_every_tile_search_is_never_worse_and_stays_legal(case):

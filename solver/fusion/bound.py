@@ -45,8 +45,10 @@ from solver.fusion.score import least_compute, op_floors
 
 SET_BUDGET = 3000
 """Connected op sets priced at most (the same scale as the solver's whole-graph model)."""
-COVER_TIME_S, COVER_SHARE = 1.0, 0.15
-"""Time kept for solving the cover: at least this, or this share of what is left."""
+COVER_TIME_S, COVER_SHARE = 1.0, 0.05
+"""Time kept for solving the cover: at least this, or this share of what is left. The
+cover of benchmark 5 (2,343 op sets, every arrival priced) solves in 0.07 s; pricing is
+what needs the time, and a cover cut short still proves a valid bound."""
 COST_RESOLUTION = 2**60
 QUICK_SPLITS, REFINE_FACTOR = 16, 32
 """Range cells split at most, per op set and arrival, before the least floor stands, for

@@ -247,26 +247,26 @@ class Templates:
                       "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
             col_of = {"T": ("T", w) if w < width else ("F", width),
                       "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
-            per_role: list[dict[tuple[str, str], int]] = []
-            whole = False
+            adds, whole = 0, False
             for found in roles.values():
                 specs: dict[tuple[str, str], int] = {}
                 for r, c, seeds in found:
                     if seeds & active:
                         (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
                         specs[rows, cols] = n_rows * n_cols
-                whole = whole or ("F", "F") in specs
-                per_role.append(specs)
-            if whole:
-                ws += height * width
-                continue
-            for specs in per_role:
                 if not specs:
+                    continue
+                if ("F", "F") in specs:
+                    whole = True  # the whole tensor: its other roles' slices are in it
+                    break
+                if len(specs) == 1:
+                    adds += next(iter(specs.values()))
                     continue
                 rows = {r for r, _ in specs}
                 cols = {c for _, c in specs}
                 merged = {"T", "K"} <= rows or {"T", "K"} <= cols
-                ws += max(specs.values()) if merged else sum(specs.values())
+                adds += max(specs.values()) if merged else sum(specs.values())
+            ws += height * width if whole else adds
         return ws
 
     def load_floor(self, ctx: ScoringContext, gran: Granularity, resident: frozenset[int]) -> int:

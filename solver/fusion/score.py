@@ -40,7 +40,8 @@ COLUMN_ORDERS: tuple[TraversalName, ...] = ("column_snake", "column")
 
 
 NARROWINGS = 3
-"""Candidates that do not fit narrowed per search (``_narrowed``), cheapest floor first."""
+"""Candidates that do not fit narrowed per search (``_narrowed``), cheapest floor first;
+only those with a narrower tile that fits count."""
 
 
 class Score(NamedTuple):
@@ -131,6 +132,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     if held + templates.first_step_floor(ctx, (1, 1, 1), resident, kept) > ctx.capacity:
         return None  # the first step's working set only grows with w, h and k
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
+    loaded_resident = resident & frozenset(shape.inputs)
     by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))
     candidates = {gran for _, _, gran in by_compute}
     tried = set(candidates)
@@ -139,11 +141,21 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     found: Config | None = None
     narrowings = 0
 
+    # every retention variant of an op set asks for the same floors: shared per op set
+    computes: dict[Granularity, int] = ctx.memo("compute floors", shape.ops, dict)
+    loads: dict[Granularity, int] = ctx.memo("load floors", (shape.ops, loaded_resident), dict)
+
     def wait(gran: Granularity, rank: tuple[int, int, int]) -> None:
-        w, h, _ = gran
-        firings = templates.firing_floors(ctx, gran)
-        compute = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0)) for q in shape.ops)
-        traffic = (templates.load_floor(ctx, gran, resident) + written) * ctx.per_element
+        compute = computes.get(gran)
+        if compute is None:
+            w, h, _ = gran
+            firings = templates.firing_floors(ctx, gran)
+            compute = computes[gran] = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0))
+                                           for q in shape.ops)
+        load = loads.get(gran)
+        if load is None:
+            load = loads[gran] = templates.load_floor(ctx, gran, resident)
+        traffic = (load + written) * ctx.per_element
         heapq.heappush(waiting, (max(compute, traffic), rank, gran))
 
     while by_compute or waiting:
@@ -171,11 +183,15 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                     best = candidate
                     found = Config(gran, traversal, s.latency, s.ws_peak)
         if not fitted and ctx.every_tile and gran in candidates and narrowings < NARROWINGS:
-            narrowings += 1  # the cheapest candidates that do not fit, each once
-            for narrower in _narrowed(ctx, shape, gran, resident, kept, held):
-                if narrower not in tried:
-                    tried.add(narrower)
-                    wait(narrower, _tie_rank(narrower))
+            # the cheapest candidates that do not fit, each once; one with no tile that may
+            # fit within half of it does not count (a 128 x 128 tile whose output alone
+            # overflows yields none, and the next k may hold the best tile)
+            fresh = [g for g in _narrowed(ctx, shape, gran, resident, kept, held)
+                     if g not in tried]
+            narrowings += bool(fresh)
+            for narrower in fresh:
+                tried.add(narrower)
+                wait(narrower, _tie_rank(narrower))
     return found
 
 
@@ -206,14 +222,21 @@ def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
             return held + templates.first_step_floor(ctx, trial, resident, kept) <= ctx.capacity
 
         def all_fit(value: int) -> bool:
-            trial = at(value)
-            return (prologue_issue(g, shape, trial) is None
-                    and peak_fits(ctx, shape.ops, trial, resident, kept, ctx.capacity - held))
+            return peak_fits(ctx, shape.ops, at(value), resident, kept, ctx.capacity - held)
 
-        value = _largest(first_fits, top // 2 + 1, top - 1)
+        lo = top // 2 + 1
+        value = _largest(first_fits, lo, top - 1)
         if value is not None and not all_fit(value):
-            value = _largest(all_fit, top // 2 + 1, value - 1)
-        if value is not None:
+            # most often nothing in the range fits once every step counts: the least value
+            # settles that with one check instead of a whole search
+            if value == lo or not all_fit(lo):
+                value = None
+            else:
+                found = _largest(all_fit, lo + 1, value - 1)
+                value = lo if found is None else found
+        # S6.4 holds from some value up (w, h >= K, or k >= K), fitting up to some value:
+        # the largest that fits is the answer if it meets S6.4, else nothing does
+        if value is not None and prologue_issue(g, shape, at(value)) is None:
             out.append(at(value))
     return out
 
