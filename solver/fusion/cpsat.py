@@ -238,7 +238,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = max(1, workers)
     # presolve can take a window's whole time and leave no solution at all, not even the
-    # hinted incumbent (9 of 13 windows of 3,000-13,000 variables at 1 s on benchmark 13 with
+    # hinted incumbent (10 of 13 windows of 3,000-13,000 variables at 1 s on benchmark 13 with
     # twice its capacity); without it each found at least the incumbent, most improved on
     # it. Whole-graph models (this path too) reached the same proven optima, a little faster
     solver.parameters.cp_model_presolve = False
