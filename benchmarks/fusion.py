@@ -45,8 +45,17 @@ NEAR_BOUND = 1.02
 
 
 def load(directory: Path) -> dict[str, FusionProblem]:
-    found = {p.stem.removeprefix("mlsys-2026-"): parse_problem(json.loads(p.read_text()))
-             for p in directory.glob("mlsys-2026-*.json")}
+    """Every ``mlsys-2026-<number>.json`` problem in ``directory``, by number; a ValueError
+    naming the file for one that is not a valid problem or not so named."""
+    found = {}
+    for path in directory.glob("mlsys-2026-*.json"):
+        name = path.stem.removeprefix("mlsys-2026-")
+        if not name.isdigit():
+            raise ValueError(f"{path}: expected a name mlsys-2026-<number>.json")
+        try:
+            found[name] = parse_problem(json.loads(path.read_text()))
+        except ValueError as error:  # malformed JSON or a problem that breaks a rule
+            raise ValueError(f"{path}: {error}") from None
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
 
@@ -162,7 +171,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.benchmarks.is_dir():
         parser.error(f"no benchmark directory at {args.benchmarks}")
-    problems = load(args.benchmarks)
+    try:
+        problems = load(args.benchmarks)
+    except ValueError as error:
+        parser.error(str(error))
     if not problems:
         parser.error(f"no mlsys-2026-*.json file in {args.benchmarks}")
     out = args.out or ROOT / "benchmarks" / "results" / (
@@ -178,7 +190,7 @@ def main() -> None:
     print(table(rows))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"speed": speed, "rows": rows, "time_limit_s": args.time_limit,
-                                    "workers": args.workers}, indent=1) + "\n")
+                               "workers": args.workers}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
+from benchmarks.fusion import PERTURBATIONS, load, perturbed
 from benchmarks.isolated import isolated
-from tests.conftest import ROOT
+from tests.conftest import MLSYS, ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
 
@@ -26,6 +27,7 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("segments.py", [GRAPH, "--time-limit", "0"], "--time-limit must be positive"),
     ("fusion.py", ["--benchmarks", "no/such/dir"], "no benchmark directory at no/such/dir"),
     ("fusion.py", ["--benchmarks", "benchmarks"], "no mlsys-2026-*.json file in benchmarks"),
+    ("fusion.py", ["--benchmarks", "../shared/mlsys2026/bad"], "expected a name mlsys-2026-"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
@@ -43,9 +45,6 @@ def test_each_isolated_call_gets_a_fresh_process():
 def test_perturbed_benchmarks_change_only_the_machine():
     """``--perturb`` runs every benchmark at half and twice its capacity and four times its
     bandwidth: the same graph, each parameter scaled as named."""
-    from benchmarks.fusion import PERTURBATIONS, load, perturbed
-    from tests.conftest import MLSYS
-
     problems = load(MLSYS / "benchmarks")
     varied = perturbed(problems)
     assert len(varied) == len(PERTURBATIONS) * len(problems)
@@ -55,3 +54,13 @@ def test_perturbed_benchmarks_change_only_the_machine():
     assert faster.slow_memory_bandwidth == 4 * base.slow_memory_bandwidth
     assert half.inputs == base.inputs and half.widths == base.widths
 
+
+def test_a_benchmark_that_breaks_a_rule_is_named_in_the_error(tmp_path):
+    """The real malformed benchmark 17 (early version), renamed as a benchmark would be."""
+    bad = (MLSYS / "bad" / "mlsys-2026-17-jan2026-inconsistent.json").read_text()
+    (tmp_path / "mlsys-2026-17.json").write_text(bad)
+    done = subprocess.run([sys.executable, "benchmarks/fusion.py", "--benchmarks",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "mlsys-2026-17.json: invalid fusion problem" in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -14,7 +15,7 @@ from solver.fusion.problem import FusionGraph, Rules, legal_granularities, prolo
 from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config, score_subgraph, tile_order
 from solver.fusion.simulate import NAMED_ORDERS, simulate
-from tests.conftest import MATMUL_CHAIN, SINGLE_MATMUL
+from tests.conftest import MATMUL_CHAIN, MLSYS, SINGLE_MATMUL
 from tests.fusion_cases import shared_operand_cases, subgraph_cases
 
 RULES = [Rules(), Rules(reduction_cost="per_op", epilogue_step="first", retained_output_ws="slice")]
@@ -198,15 +199,6 @@ def test_every_tile_finds_the_tile_that_just_fits_with_a_whole_k():
     assert result.valid and result.total == wide.latency
 
 
-HALF_CAPACITY_3 = {  # public benchmark 3 with half its fast memory
-    "widths": [256] * 7, "heights": [256] * 7, "inputs": [[0, 1], [3], [4, 2], [5]],
-    "outputs": [[3], [4], [5], [6]], "base_costs": [3000, 500, 3000, 500],
-    "op_types": ["MatMul", "Pointwise", "MatMul", "Pointwise"],
-    "fast_memory_capacity": 15000, "slow_memory_bandwidth": 10,
-    "native_granularity": [128, 128],
-}
-
-
 def test_every_tile_narrows_past_candidates_with_no_tile_that_fits():
     """A 128 x 128 output tile alone (16,384) overflows 15,000, so the cheapest candidates
     (128 x 128 at every k) have no tile within half of them that fits, and narrowing them
@@ -218,7 +210,8 @@ def test_every_tile_narrows_past_candidates_with_no_tile_that_fits():
     347.2 + 1,139.2 = 1,486.4 (329.6 + 998.4 = 1,328 for the 78-wide tile). Per row
     2 x (15 x 375 + 1,486.4) + (15 x 375 + 1,328) = 21,175.8; in all 42,351.6, where the
     best power of two (128 x 64 x 32, padding half of every native tile) costs 53,468.8."""
-    problem = parse_problem(HALF_CAPACITY_3)
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-3.json").read_text())
+    problem = parse_problem(raw | {"fast_memory_capacity": 15000})  # half of benchmark 3's
     plain = best_config(ScoringContext(problem), (0, 1))
     wide = best_config(ScoringContext(problem, every_tile=True), (0, 1))
     assert plain is not None and plain.latency == Fraction(534688, 10)
