@@ -84,6 +84,43 @@ def connected_ops(draw: st.DrawFn, g: FusionGraph) -> tuple[int, ...]:
     return tuple(q for q in g.topological_order if q in chosen)
 
 
+class _Builder:
+    """The tensors and ops of a problem drawn piece by piece."""
+
+    def __init__(self, shapes: list[tuple[int, int]]):
+        self.widths = [w for w, _ in shapes]
+        self.heights = [h for _, h in shapes]
+        self.inputs: list[list[int]] = []
+        self.outputs: list[list[int]] = []
+        self.types: list[str] = []
+
+    def tensor(self, w: int, h: int) -> int:
+        self.widths.append(w)
+        self.heights.append(h)
+        return len(self.widths) - 1
+
+    def op(self, kind: str, ins: list[int], w: int, h: int) -> int:
+        self.inputs.append(ins)
+        self.outputs.append([self.tensor(w, h)])
+        self.types.append(kind)
+        return self.outputs[-1][0]
+
+    def problem(self, draw: st.DrawFn, native: list[int]) -> dict[str, Any]:
+        """Contest JSON with a capacity near one of the tensor sizes (some must be written,
+        some loads or recomputations are forced)."""
+        sizes = sorted({w * h for w, h in zip(self.widths, self.heights, strict=True)})
+        data = {
+            "widths": self.widths, "heights": self.heights, "inputs": self.inputs,
+            "outputs": self.outputs, "op_types": self.types,
+            "base_costs": [draw(st.integers(1, 400)) for _ in self.types],
+            "fast_memory_capacity": draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64)),
+            "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
+            "native_granularity": native,
+        }
+        parse_problem(data)
+        return data
+
+
 @st.composite
 def split_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
     """Benchmark 9 in miniature: blocks of ``MatMul -> Pointwise -> MatMul -> Pointwise``
@@ -94,39 +131,15 @@ def split_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
     native = draw(st.sampled_from([[16, 16], [8, 8], [16, 8]]))
     rows = draw(st.sampled_from([8, 16, 24]))
     depth, wide = draw(st.sampled_from([16, 24, 32])), draw(st.sampled_from([24, 32, 48]))
-    widths, heights = [depth], [rows]
-    inputs: list[list[int]] = []
-    outputs: list[list[int]] = []
-    types: list[str] = []
-
-    def tensor(w: int, h: int) -> int:
-        widths.append(w)
-        heights.append(h)
-        return len(widths) - 1
-
-    def op(kind: str, ins: list[int], w: int, h: int) -> int:
-        inputs.append(ins)
-        outputs.append([tensor(w, h)])
-        types.append(kind)
-        return outputs[-1][0]
-
+    b = _Builder([(depth, rows)])
     x = 0
     for _ in range(draw(st.integers(1, 2))):
-        up = op("MatMul", [x, tensor(wide, depth)], wide, rows)
-        act = op("Pointwise", [up], wide, rows)
-        down = op("MatMul", [act, tensor(depth, wide)], depth, rows)
-        residual = x if draw(st.booleans()) else tensor(depth, rows)
-        x = op("Pointwise", [down, residual], depth, rows)
-    sizes = sorted({w * h for w, h in zip(widths, heights, strict=True)})
-    data = {
-        "widths": widths, "heights": heights, "inputs": inputs, "outputs": outputs,
-        "base_costs": [draw(st.integers(1, 400)) for _ in types], "op_types": types,
-        "fast_memory_capacity": draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64)),
-        "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
-        "native_granularity": native,
-    }
-    parse_problem(data)
-    return data
+        up = b.op("MatMul", [x, b.tensor(wide, depth)], wide, rows)
+        act = b.op("Pointwise", [up], wide, rows)
+        down = b.op("MatMul", [act, b.tensor(depth, wide)], depth, rows)
+        residual = x if draw(st.booleans()) else b.tensor(depth, rows)
+        x = b.op("Pointwise", [down, residual], depth, rows)
+    return b.problem(draw, native)
 
 
 @st.composite
@@ -209,3 +222,23 @@ def shared_operand_cases(draw: st.DrawFn) -> tuple:
     traversal = tuple(draw(st.permutations(range(ntr * ntc)))) if kind == "custom" else kind
     retained_out = frozenset(draw(st.sets(st.sampled_from(sorted(shape.produced)), max_size=1)))
     return g, ops, gran, traversal, frozenset(), retained_out
+
+
+@st.composite
+def shared_weight_problems(draw: st.DrawFn, max_chains: int = 3) -> dict[str, Any]:
+    """Benchmark 13 in miniature: chains ``x_i @ W0 @ W1 @ V_i`` sharing the weights W0 and
+    W1 (wider than native, so every root splits its K), their results summed by Pointwise
+    ops, with a capacity near the tensor sizes: a weight may be larger than the capacity,
+    which rules out some head roles and limits how many heads share one weight slice."""
+    native = draw(st.sampled_from([8, 16]))
+    rows = draw(st.sampled_from([native // 2, native, 2 * native]))
+    depth = draw(st.sampled_from([2 * native, 3 * native, 4 * native]))
+    cols = draw(st.sampled_from([native // 2, native]))
+    b = _Builder([(depth, depth), (depth, depth)])  # W0, W1
+    total = None
+    for _ in range(draw(st.integers(1, max_chains))):
+        hidden = b.op("MatMul", [b.tensor(depth, rows), 0], depth, rows)
+        hidden = b.op("MatMul", [hidden, 1], depth, rows)
+        out = b.op("MatMul", [hidden, b.tensor(cols, depth)], cols, rows)
+        total = out if total is None else b.op("Pointwise", [total, out], cols, rows)
+    return b.problem(draw, [native, native])

@@ -19,11 +19,13 @@ the largest values (they only fall as tiles grow), working set at the smallest (
 grows).
 
 Op sets not priced (the enumeration budget or the deadline ran out) leave their ops to
-per-op fillers: their compute floors, or (a second cover) the traffic they force
-(``forced_traffic``: split-K reloads, loads of big graph inputs, writes every schedule
-makes, and the loads or recomputation a consumer of those writes pays); any subgraph pays
-the sum of either over its (designated) ops, so each cover is a bound, weaker than a
-complete one.
+per-op fillers (``Fillers``): what any such set computes for an op (``unpriced_compute``:
+its area share, or, for a MatMul that only a head role leaves to them, the recomputation
+that role forces), the traffic it forces (``forced_traffic``: split-K reloads, loads of
+big graph inputs, writes every schedule makes, and the loads or recomputation a consumer of
+those writes pays), and for heads sharing a weight too big for the capacity what each pays
+(``shared_heads``). The unpriced sets together pay at least the largest of those sums over
+their (designated) ops, so the cover stays a bound, weaker than a complete one.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from solver.fusion.candidates import connected_op_sets
 from solver.fusion.closed_form import Granularity, any_order_floor, peak_fits, templates_of
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import SubgraphShape, ceil_div, prologue_feeds
-from solver.fusion.score import least_compute, op_floors
+from solver.fusion.roles import unpriced_compute, unpriced_roots
+from solver.fusion.score import op_floors
+from solver.fusion.shared_heads import shared_operands
 
 SET_BUDGET = 3000
 """Connected op sets priced at most (the same scale as the solver's whole-graph model)."""
@@ -93,6 +97,31 @@ class CoverBound:
     """CP-SAT solved the cover to optimality (else ``value`` is its proven bound)."""
 
 
+@dataclass(frozen=True)
+class Fillers:
+    """What the op sets left unpriced pay for an op they run, when one of them is the op's
+    designated one: its compute (``unpriced_compute``; None when no unpriced set can run
+    it) and its forced traffic (``forced_traffic``). Each unpriced subgraph pays at least
+    its compute and at least its traffic, so all of them together pay at least either sum
+    over the ops they are designated for."""
+
+    compute: Sequence[int | None]
+    traffic: Sequence[int]
+    shared: Sequence[dict[int, int]]
+    """Per group of heads sharing a weight (``shared_operands``), what each of its readers
+    that an unpriced set can run only as a head pays there (``head_floor``): the unpriced
+    sets together pay at least each group's sum too."""
+
+
+def make_fillers(ctx: ScoringContext, attempted: Sequence[tuple[int, ...]]) -> Fillers:
+    """The fillers for every op outside the ``attempted`` op sets."""
+    free_roots = unpriced_roots(ctx, attempted)
+    shared = [{q: group.head_floor for q in group.readers if q not in free_roots}
+              for group in shared_operands(ctx) if group.head_floor is not None]
+    return Fillers(unpriced_compute(ctx, free_roots), forced_traffic(ctx),
+                   [floors for floors in shared if floors])
+
+
 def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     """The cover bound, priced and solved before ``deadline`` (a ``time.monotonic()``).
 
@@ -115,21 +144,14 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done += 1
     complete = sets.complete and done == len(sets.sets)
-    fillers = None if complete else [least_compute(ctx, q) for q in range(n)]
-    loads = None if complete else forced_traffic(ctx)
-    if not any(loads or ()):
-        loads = None
+    fillers = None if complete else make_fillers(ctx, sets.sets[:done])
     best, idle = Fraction(-1), 0
     while True:
-        value, optimal, chosen = _solve_cover(
-            ctx, priced, fillers, deadline - (kept_for_cover() / 2 if loads else 0))
+        value, optimal, chosen = _solve_cover(ctx, priced, fillers, deadline)
         best, idle = max(best, value), 0 if value > best else idle + 1
         loose = [i for i in chosen if not priced[i].exact]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or idle >= IDLE_ROUNDS or time.monotonic() > refine_ends:
-            if loads:  # the same cover with each unpriced op at its forced traffic
-                other, other_optimal, _ = _solve_cover(ctx, priced, loads, deadline)
-                value, optimal = max((value, optimal), (other, other_optimal))
             return CoverBound(value, done, complete, optimal)
         refined: dict[int, Priced | None] = {}
         for i in loose:
@@ -546,20 +568,26 @@ def _only_sliced(ctx: ScoringContext, t: int, side: int) -> bool:
     return True
 
 
-def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Sequence[int] | None,
+def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers | None,
                  deadline: float) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
-    optimum, and which prices that cover picks. With ``fillers``, every op may also be
-    covered alone at that cost (any subgraph's latency is at least the sum of its
-    designated ops', ``forced_traffic``)."""
+    optimum, and which prices that cover picks. With ``fillers``, every op an unpriced set
+    can run may also be covered that way; those ops together cost the largest of their
+    compute, traffic and shared-weight sums (``Fillers``)."""
     g = ctx.graph
-    fillers = list(enumerate(fillers or []))
-    costs = [v.units for v in priced] + [c for _, c in fillers]
+    filled_ops = [] if fillers is None else \
+        [q for q, c in enumerate(fillers.compute) if c is not None]
+    # each row: what the ops left to fillers cost together at least, op by op
+    rows = [] if fillers is None else [
+        [fillers.compute[q] or 0 for q in filled_ops],
+        [fillers.traffic[q] for q in filled_ops],
+        *([floors.get(q, 0) for q in filled_ops] for floors in fillers.shared)]
     # costs rounded down to a common multiple keep a bound and keep sums within int64
-    scale = max(1, sum(costs) // COST_RESOLUTION)
+    scale = max(1, (sum(v.units for v in priced) + max(map(sum, rows), default=0))
+                // COST_RESOLUTION)
     model = cp_model.CpModel()
     chosen = [model.new_bool_var(f"p{i}") for i in range(len(priced))]
-    filled = [model.new_bool_var(f"f{q}") for q, _ in fillers]
+    filled = [model.new_bool_var(f"f{q}") for q in filled_ops]
     runs: dict[int, list[cp_model.IntVar]] = {}
     writers: dict[int, list[cp_model.IntVar]] = {}
     keepers: dict[int, list[cp_model.IntVar]] = {}
@@ -574,7 +602,7 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Sequenc
                 keepers.setdefault(t, []).append(x)
         for t in shape.ephemerals:
             keepers.setdefault(t, []).append(x)
-    for (q, _), x in zip(fillers, filled, strict=True):
+    for q, x in zip(filled_ops, filled, strict=True):
         runs.setdefault(q, []).append(x)
         for t in ctx.problem.outputs[q]:
             writers.setdefault(t, []).append(x)
@@ -597,7 +625,11 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Sequenc
                 sources[key] = model.new_bool_var(f"s{t}")
                 model.add(sum((keepers if key[1] else writers).get(t, [])) >= sources[key])
             model.add(sources[key] >= x)
-    model.minimize(sum(c // scale * x for c, x in zip(costs, chosen + filled, strict=True)))
+    unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
+    for row in rows:
+        model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
+    model.minimize(unpriced + sum(v.units // scale * x
+                                  for v, x in zip(priced, chosen, strict=True)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
     # one worker: it runs the LP that proves the bound (a two-worker portfolio proved

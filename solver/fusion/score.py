@@ -261,7 +261,7 @@ def _candidates(ctx: ScoringContext, shape: SubgraphShape
     groups: dict[tuple[int, int, bool], int] = {}  # ops with one output shape share a factor
     for q in shape.ops:
         key = _floor_shape(ctx, shape, q)
-        groups[key] = groups.get(key, 0) + _op_weight(ctx, q)
+        groups[key] = groups.get(key, 0) + op_weight(ctx, q)
     computes: dict[tuple[int, int], int] = {}
     out = []
     for gran in ctx.granularities(shape.ops):
@@ -279,7 +279,7 @@ def _tie_rank(gran: Granularity) -> tuple[int, int, int]:
 
 def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
     """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
-    return _op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
+    return op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
 
 
 def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[int, int], int]:
@@ -301,7 +301,7 @@ def least_compute(ctx: ScoringContext, q: int) -> int:
     """Compute op ``q`` pays in any subgraph, in ``ctx`` units: its whole output at its
     area share (S8)."""
     out = ctx.problem.outputs[q][0]
-    return _op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
+    return op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
 
 
 def _floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
@@ -313,7 +313,7 @@ def _floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int
     return ctx.problem.heights[out], ctx.problem.widths[out], tiled
 
 
-def _op_weight(ctx: ScoringContext, q: int) -> int:
+def op_weight(ctx: ScoringContext, q: int) -> int:
     """Base cost times the reduction factor of a whole K (MatMuls), per unit of area."""
     g = ctx.graph
     depth = (ctx.reduction_units(q, g.reduction_length(q)) if g.is_matmul(q)

@@ -52,6 +52,8 @@ class Trace:
     ws_peak: int = 0
     first_overflow: Step | None = None
     fired: set[int] = field(default_factory=set)
+    op_compute: dict[int, Fraction] = field(default_factory=dict)
+    """Compute of every op's firings over all steps (S8.1), for checks of per-op floors."""
     steps: list[Step] = field(default_factory=list)
 
 
@@ -108,7 +110,8 @@ def simulate(
     for tile in order:
         tr, tc = divmod(tile, sim.ntc)
         for j in range(sim.nks):
-            step, previous = sim.step(tile, tr, tc, j, previous, completed, trace.fired)
+            step, previous = sim.step(tile, tr, tc, j, previous, completed, trace.fired,
+                                      trace.op_compute)
             trace.latency += step.latency
             trace.ws_peak = max(trace.ws_peak, step.working_set)
             if record:
@@ -165,7 +168,8 @@ class _Simulation:
         return Fraction(depth, self.g.covered_depth(q, self.rules))
 
     def step(self, tile: int, tr: int, tc: int, j: int, previous: dict[SliceKey, int],
-             completed: int, fired: set[int]) -> tuple[Step, dict[SliceKey, int]]:
+             completed: int, fired: set[int], op_compute: dict[int, Fraction]
+             ) -> tuple[Step, dict[SliceKey, int]]:
         p = self.p
         firings: dict[tuple, Fraction] = {}
         loads: dict[SliceKey, int] = {}
@@ -228,6 +232,8 @@ class _Simulation:
         last = j == self.nks - 1
         stored = sum(self.tile_area(t, tr, tc) for t in self.written) if last else 0
         compute = sum(firings.values(), Fraction(0))
+        for key, cost in firings.items():
+            op_compute[key[0]] = op_compute.get(key[0], Fraction(0)) + cost
         step = Step(
             tile=tile, row=tr, col=tc, k_step=j, compute=compute, loaded=loaded, stored=stored,
             latency=max(compute, Fraction(loaded + stored) / self.bandwidth),
