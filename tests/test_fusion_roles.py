@@ -124,8 +124,7 @@ def test_benchmark_13_per_op_bound_charges_what_each_chain_must_load():
     holding a 4,096-wide strip of its LHS, at most 145 rows of them beside a W1 slice in the
     600,000 capacity: sharing W1 costs more compute than it saves, and each pays
     max(165,000 x tiles, W1 / sharing + V_i) >= 346,030.08. The bound, 16 x 1,017,118.72,
-    is 0.07% below the best schedule known (16,284,712.96); max(compute, I/O) is
-    5,201,500."""
+    is 0.06% below cpsat's schedule (16,284,057.6); max(compute, I/O) is 5,201,500."""
     raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-13.json").read_text())
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"), every_tile=True)
     [w0, w1] = shared_operands(ctx)

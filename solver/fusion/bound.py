@@ -577,7 +577,9 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     g = ctx.graph
     filled_ops = [] if fillers is None else \
         [q for q, c in enumerate(fillers.compute) if c is not None]
-    # each row: what the ops left to fillers cost together at least, op by op
+    # each row: what the unpriced subgraphs cost together at least, over the ops designated
+    # to them (``forced_traffic``'s designation; the compute and shared-weight rows hold for
+    # any unpriced subgraph that runs the op)
     rows = [] if fillers is None else [
         [fillers.compute[q] or 0 for q in filled_ops],
         [fillers.traffic[q] for q in filled_ops],
@@ -614,17 +616,20 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
         if must_write(ctx, t):
             model.add(sum(writers.get(t, [])) >= 1)
     # one row per tensor says whether any choice writes (keeps) it; a choice that reads it
-    # from slow memory (as resident) implies that row's literal
-    sources: dict[tuple[int, bool], cp_model.IntVar] = {}
+    # from slow memory (as resident) implies that row's literal; a relaxed choice stands
+    # for every arrival, so either source serves it
+    sources: dict[tuple[int, str], cp_model.IntVar] = {}
     for v, x in zip(priced, chosen, strict=True):
         for t in ctx.shape(v.ops).inputs:
             if t in g.graph_inputs:
                 continue
-            key = (t, t in v.resident)
-            if key not in sources:
-                sources[key] = model.new_bool_var(f"s{t}")
-                model.add(sum((keepers if key[1] else writers).get(t, [])) >= sources[key])
-            model.add(sources[key] >= x)
+            source = "either" if v.relaxed else "kept" if t in v.resident else "written"
+            if (t, source) not in sources:
+                literal = sources[t, source] = model.new_bool_var(f"s{t}{source}")
+                found = [*(writers.get(t, []) if source != "kept" else []),
+                         *(keepers.get(t, []) if source != "written" else [])]
+                model.add(sum(found) >= literal)
+            model.add(sources[t, source] >= x)
     unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
     for row in rows:
         model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
