@@ -100,9 +100,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     everything = connected_op_sets(ctx.graph, range(n), WHOLE_GRAPH_BUDGET)
     windows = improvements = 0
     if everything.complete:
-        window = Window(cover=frozenset(range(n)), available=frozenset(ctx.graph.graph_inputs),
-                        needed=frozenset(ctx.graph.graph_outputs))
-        found, optimal = _solve_window(ctx, window, everything.sets, incumbent, deadline,
+        found, optimal = _solve_window(ctx, _whole_graph(ctx), everything.sets, incumbent, deadline,
                                        seed, workers)
         if found is not None and total(found) < total(incumbent):
             incumbent, improvements = found, 1
@@ -145,12 +143,17 @@ def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, se
     window frees only neighbours: greedy on benchmark 13 runs some ``x_i @ W0`` far from
     the ``@ W1 @ V_i`` that reads its result, which then makes a round trip through slow
     memory; here each is moved next to it and retains it (16,385,638.4 -> 16,284,057.6)."""
-    whole = Window(cover=frozenset(range(ctx.problem.num_ops)),
-                   available=frozenset(ctx.graph.graph_inputs),
-                   needed=frozenset(ctx.graph.graph_outputs))
-    found, _ = _solve_window(ctx, whole, sorted({v.ops for v in schedule}), schedule,
-                             deadline, seed, workers)
+    found, _ = _solve_window(ctx, _whole_graph(ctx), sorted({v.ops for v in schedule}),
+                             schedule, deadline, seed, workers)
     return found if found is not None and total(found) < total(schedule) else list(schedule)
+
+
+def _whole_graph(ctx: ScoringContext) -> Window:
+    """The window with nothing around it: every op, graph inputs in slow memory at the
+    start, graph outputs there at the end."""
+    return Window(cover=frozenset(range(ctx.problem.num_ops)),
+                  available=frozenset(ctx.graph.graph_inputs),
+                  needed=frozenset(ctx.graph.graph_outputs))
 
 
 def _pick_window(schedule: Sequence[Variant], size: int, rng: random.Random) -> tuple[int, int]:

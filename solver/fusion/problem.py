@@ -162,7 +162,7 @@ def _shape_of(g: FusionGraph, ops: tuple[int, ...]) -> SubgraphShape:
     produced = frozenset(producer)
     outputs = tuple(t for q in ops for t in p.outputs[q] if t not in consumed)
     matmuls = [q for q in ops if g.is_matmul(q)]
-    feeds = {q: _matmuls_fed(g, members, p.outputs[q][0]) for q in matmuls}
+    feeds = {q: matmuls_fed(g, members, p.outputs[q][0]) for q in matmuls}
     heads = frozenset(q for q in matmuls if feeds[q])
     return SubgraphShape(
         ops=ops,
@@ -180,7 +180,7 @@ def _shape_of(g: FusionGraph, ops: tuple[int, ...]) -> SubgraphShape:
     )
 
 
-def _matmuls_fed(g: FusionGraph, members: set[int], tensor: int) -> frozenset[int]:
+def matmuls_fed(g: FusionGraph, members: set[int], tensor: int) -> frozenset[int]:
     """MatMuls of the subgraph that ``tensor`` reaches through zero or more of its Pointwise
     ops (as an operand)."""
     found: set[int] = set()

@@ -23,7 +23,7 @@ from collections.abc import Collection
 
 from solver.fusion.candidates import connected_op_sets, tensor_neighbours
 from solver.fusion.context import ScoringContext
-from solver.fusion.problem import SubgraphShape, ceil_div
+from solver.fusion.problem import SubgraphShape, ceil_div, matmuls_fed
 from solver.fusion.score import least_compute
 
 
@@ -56,6 +56,7 @@ def unpriced_compute(ctx: ScoringContext, free_roots: Collection[int]) -> list[i
     big an operand), or to a Pointwise op (once, nothing claimed). Every other op: its area
     share."""
     g, p = ctx.graph, ctx.problem
+    every_op = set(range(p.num_ops))
     out: list[int | None] = []
     for q in range(p.num_ops):
         own = least_compute(ctx, q)
@@ -71,7 +72,8 @@ def unpriced_compute(ctx: ScoringContext, free_roots: Collection[int]) -> list[i
                 if t != p.outputs[q][0]:
                     continue
                 factors.append(tiles_across(ctx, c, side))
-                if _may_be_head(ctx, c) and not needs_too_big_operand(ctx, q, side):
+                may_be_head = bool(matmuls_fed(g, every_op, p.outputs[c][0]))  # S6.1
+                if may_be_head and not needs_too_big_operand(ctx, q, side):
                     factors.append(1)
         out.append(min(factors) * own if factors else None)
     return out
@@ -124,20 +126,6 @@ def tiles_across(ctx: ScoringContext, m: int, side: int) -> int:
     if side == 0:
         return ceil_div(ctx.problem.widths[out], ctx.nw)
     return ceil_div(ctx.problem.heights[out], ctx.nh)
-
-
-def _may_be_head(ctx: ScoringContext, m: int) -> bool:
-    """Whether ``m``'s output reaches a MatMul operand through Pointwise ops (S6.1)."""
-    g, p = ctx.graph, ctx.problem
-    todo, seen = [p.outputs[m][0]], set()
-    while todo:
-        for c in g.consumers[todo.pop()]:
-            if g.is_matmul(c):
-                return True
-            if c not in seen:
-                seen.add(c)
-                todo.extend(p.outputs[c])
-    return False
 
 
 def needs_too_big_operand(ctx: ScoringContext, q: int, side: int) -> bool:
