@@ -60,14 +60,19 @@ def load(directory: Path) -> dict[str, FusionProblem]:
 
 
 def perturbed(problems: dict[str, FusionProblem]) -> dict[str, FusionProblem]:
-    """Every problem under every ``PERTURBATIONS`` entry, named "<benchmark> <entry>"."""
+    """Every problem under every ``PERTURBATIONS`` entry, named "<benchmark> <entry>"; a
+    ValueError naming the entry for one that is no longer a valid problem (a capacity of
+    1 halves to 0)."""
     out = {}
     for name, problem in problems.items():
         for tag, (capacity, bandwidth) in PERTURBATIONS.items():
             raw = problem.model_dump()
             raw["fast_memory_capacity"] = int(capacity * raw["fast_memory_capacity"])
             raw["slow_memory_bandwidth"] = bandwidth * raw["slow_memory_bandwidth"]
-            out[f"{name} {tag}"] = parse_problem(raw)
+            try:
+                out[f"{name} {tag}"] = parse_problem(raw)
+            except ValueError as error:
+                raise ValueError(f"benchmark {name} at {tag}: {error}") from None
     return out
 
 
@@ -181,7 +186,10 @@ def main() -> None:
         "fusion-perturbed.json" if args.perturb else "fusion.json")
     speed = {}
     if args.perturb:
-        problems = perturbed(problems)
+        try:
+            problems = perturbed(problems)
+        except ValueError as error:
+            parser.error(str(error))
     else:
         largest = max(problems.values(), key=lambda p: p.num_ops)
         speed = {"evaluation": evaluator_speed(largest), "scoring": scorer_speed(problems)}

@@ -4,6 +4,7 @@ run each solve in a process of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,3 +65,15 @@ def test_a_benchmark_that_breaks_a_rule_is_named_in_the_error(tmp_path):
                           timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "mlsys-2026-17.json: invalid fusion problem" in done.stderr
+
+
+def test_a_perturbation_that_breaks_a_rule_is_named_in_the_error(tmp_path):
+    """Benchmark 1 with a capacity of 1: at half its capacity it has none."""
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-1.json").read_text())
+    raw["fast_memory_capacity"] = 1
+    (tmp_path / "mlsys-2026-1.json").write_text(json.dumps(raw))
+    done = subprocess.run([sys.executable, "benchmarks/fusion.py", "--perturb", "--benchmarks",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "benchmark 1 at cap/2: invalid fusion problem" in done.stderr
