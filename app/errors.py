@@ -8,7 +8,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from app.auth import Unauthorized
+from app.body import UnsupportedMediaType
 from app.limits import LimitExceeded
+from app.service import Refusal
 from models.errors import InputValidationError, Issue
 
 log = logging.getLogger("layoutsat.http")
@@ -36,7 +39,16 @@ async def _on_request_validation(_: Request, exc: RequestValidationError) -> JSO
 
 
 async def _on_input_validation(_: Request, exc: InputValidationError) -> JSONResponse:
-    return JSONResponse(status_code=422, content=exc.as_dict())
+    status = 415 if isinstance(exc, UnsupportedMediaType) else 422
+    return JSONResponse(status_code=status, content=exc.as_dict())
+
+
+async def _on_unauthorized(_: Request, exc: Unauthorized) -> JSONResponse:
+    return JSONResponse(status_code=401, content=exc.as_dict(), headers=exc.headers)
+
+
+async def _on_refusal(_: Request, exc: Refusal) -> JSONResponse:
+    return JSONResponse(status_code=exc.status_code, content=exc.body)
 
 
 async def _on_limit(_: Request, exc: LimitExceeded) -> JSONResponse:
@@ -56,4 +68,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_request_validation)
     app.add_exception_handler(InputValidationError, _on_input_validation)
     app.add_exception_handler(LimitExceeded, _on_limit)
+    app.add_exception_handler(Unauthorized, _on_unauthorized)
+    app.add_exception_handler(Refusal, _on_refusal)
     app.add_exception_handler(Exception, _on_bug)

@@ -1,8 +1,8 @@
 """The service's configurable limits: each refusal says which limit it hit and its value.
 
 Sizes the request cannot change (body bytes, ops, tensors) answer 413; a value the client
-chose above its maximum (time limit, candidate configurations) answers 422; too many
-jobs in flight for one client answers 429.
+chose above its maximum (the time limit) answers 422; too many jobs in flight for one
+client answers 429.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ class LimitExceeded(HTTPException):
         self.limit = limit
         self.value = value
         self.issue = Issue(loc, msg, f"limit.{limit}")
+        self.args = (status, limit, value, loc, msg)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), self.args)
 
     def as_dict(self) -> dict[str, Any]:
         return {"detail": f"limit '{self.limit}' exceeded", "limit": self.limit,
@@ -64,20 +68,11 @@ def time_limit(settings: Settings, asked: float | None, loc: Loc) -> float | Non
     return value
 
 
-def check_configs(settings: Settings, asked: int, loc: Loc) -> None:
-    if asked > settings.max_configs:
-        raise LimitExceeded(422, "max_configs", settings.max_configs, loc,
-                            f"{asked} candidate configurations per op is above the maximum "
-                            f"{settings.max_configs} (LAYOUTSAT_MAX_CONFIGS)")
-
-
-def check_queue(settings: Settings, active: int, client: str) -> None:
-    if active >= settings.max_queued_jobs_per_client:
-        raise LimitExceeded(429, "max_queued_jobs_per_client",
-                            settings.max_queued_jobs_per_client, (),
-                            f"client '{client}' already has {active} queued or running jobs; "
-                            f"the limit is {settings.max_queued_jobs_per_client} "
-                            "(LAYOUTSAT_MAX_QUEUED_JOBS_PER_CLIENT)")
+def queue_full(settings: Settings, client: str) -> LimitExceeded:
+    limit = settings.max_queued_jobs_per_client
+    return LimitExceeded(429, "max_queued_jobs_per_client", limit, (),
+                         f"client '{client}' already has {limit} queued or running jobs, the "
+                         "limit (LAYOUTSAT_MAX_QUEUED_JOBS_PER_CLIENT)")
 
 
 class BodyLimit:

@@ -37,10 +37,11 @@ class Settings(BaseSettings):
                                 "this are deleted")
     job_attempts: int = Field(default=2, ge=1, description="how often a job interrupted by a "
                               "restart is started before it is marked failed")
-    max_body_bytes: int = Field(default=64 * MiB, ge=1024,
+    max_body_bytes: int = Field(default=16 * MiB, ge=1024,
                                 description="largest JSON request body")
     max_import_bytes: int = Field(default=1024 * MiB, ge=1024,
-                                  description="largest ONNX model for /v1/layout/import")
+                                  description="largest ONNX model for /v1/layout/import "
+                                  "(streamed to a file under DATA_DIR, never held in memory)")
     max_ops: int = Field(default=5000, ge=1, description="ops per graph")
     max_tensors: int = Field(default=20000, ge=1, description="tensors per graph")
     sync_max_ops: int = Field(default=300, ge=1, description="ops per graph above which the "
@@ -49,10 +50,28 @@ class Settings(BaseSettings):
         default=None, gt=0, description="time limit when a request gives none (default: the "
         "solver's own: 30 s fusion cpsat, 10 s otherwise)")
     max_time_limit_s: float = Field(default=600.0, gt=0, description="largest time limit")
-    max_configs: int = Field(default=4096, ge=1,
-                             description="largest candidate configurations per op a request "
-                             "may ask for")
     max_queued_jobs_per_client: int = Field(
-        default=100, ge=1, description="queued and running jobs per client (X-Client-Id "
-        "header, else the peer address)")
+        default=100, ge=1, description="queued and running jobs per client (its API key, "
+        "else its address), enforced atomically")
+    sync_compare_budget_s: float = Field(
+        default=30.0, gt=0, description="how long POST /v1/compare waits for a batch before "
+        "it answers 202 with the job to poll (the batch goes on)")
+    shutdown_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long a shutdown waits for requests in flight; "
+        "then running solves are stopped and their jobs re-queued")
+    api_keys: str = Field(
+        default="", description="comma-separated API keys; when set (or api_keys_file), "
+        "every route but /healthz needs 'Authorization: Bearer KEY' and jobs are private to "
+        "the key that created them")
+    api_keys_file: Path | None = Field(
+        default=None, description="a file of API keys, one per line ('#' starts a comment)")
+    metrics_require_key: bool = Field(
+        default=True, description="with API keys on, /metrics needs a key too")
+    docs_public: bool = Field(
+        default=True, description="with API keys on, /docs, /redoc and /openapi.json stay "
+        "readable without a key")
+    public_url: str | None = Field(
+        default=None, description="the service's public base URL (e.g. "
+        "https://layoutsat.example.com) for the URLs it returns; unset: relative URLs. "
+        "The Host header is never used")
     log_json: bool = Field(default=True, description="structured JSON request logs")

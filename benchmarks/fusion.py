@@ -1,5 +1,6 @@
 """Fusion benchmarks: every solver on every public MLSys 2026 benchmark in both modes, plus
-the evaluator's and the scorer's speed. Prints markdown tables and saves JSON.
+the evaluator's and the scorer's speed. Prints markdown tables and saves JSON (with
+``meta``, rendered into BENCHMARKS.md by ``render.py``).
 
     .venv/bin/python benchmarks/fusion.py [--time-limit 30] [--workers 2]
         [--benchmarks DIR] [--out benchmarks/results/fusion.json] [--perturb]
@@ -22,13 +23,15 @@ import statistics
 import sys
 import time
 from fractions import Fraction
-from math import exp, log
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.isolated import isolated  # noqa: E402
+from benchmarks.meta import meta  # noqa: E402
+from benchmarks.render import FUSION_MODES as MODES  # noqa: E402
+from benchmarks.render import fusion_table  # noqa: E402
 from models.fusion import FusionProblem, parse_problem, parse_solution  # noqa: E402
 from solver.fusion.candidates import connected_op_sets  # noqa: E402
 from solver.fusion.evaluate import evaluate  # noqa: E402
@@ -36,12 +39,9 @@ from solver.fusion.problem import Rules  # noqa: E402
 from solver.fusion.score import ScoringContext, score_subgraph  # noqa: E402
 from solver.fusion.solvers import solve  # noqa: E402
 
-MODES = ("per_native_k", "per_op")
 PERTURBATIONS = {"cap/2": (Fraction(1, 2), 1), "cap*2": (Fraction(2), 1), "bw*4": (Fraction(1), 4)}
 """Name: (capacity factor, bandwidth factor)."""
 SOLVERS = ("unfused", "greedy", "cpsat")
-NEAR_BOUND = 1.02
-"""Greedy within 2% of the lower bound: scheduling quality barely matters there."""
 
 
 def load(directory: Path) -> dict[str, FusionProblem]:
@@ -99,8 +99,9 @@ def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
     return rows
 
 
-def evaluator_speed(problem: FusionProblem, repeats: int = 5) -> dict:
-    """Median wall time of a full evaluation (fresh caches) of the greedy solution."""
+def evaluator_speed(name: str, problem: FusionProblem, repeats: int = 5) -> dict:
+    """Median wall time of a full evaluation (fresh caches) of the greedy solution of
+    benchmark ``name``."""
     solution = parse_solution(solve(problem, "greedy").solution.model_dump())
     times = []
     for _ in range(repeats):
@@ -108,8 +109,8 @@ def evaluator_speed(problem: FusionProblem, repeats: int = 5) -> dict:
         verdict = evaluate(problem, solution)
         times.append(time.perf_counter() - started)
         assert verdict.valid
-    return {"ops": problem.num_ops, "subgraphs": len(solution.subgraphs),
-            "median_s": statistics.median(times), "max_s": max(times)}
+    return {"benchmark": name, "ops": problem.num_ops, "subgraphs": len(solution.subgraphs),
+            "repeats": repeats, "median_s": statistics.median(times), "max_s": max(times)}
 
 
 def scorer_speed(problems: dict[str, FusionProblem], samples: int = 400) -> dict:
@@ -131,34 +132,6 @@ def scorer_speed(problems: dict[str, FusionProblem], samples: int = 400) -> dict
             total += time.perf_counter() - started
             count += 1
     return {"samples": count, "mean_ms": 1000 * total / max(1, count)}
-
-
-def geomean(values: list[float]) -> float:
-    return exp(sum(log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def table(rows: list[dict]) -> str:
-    out = ["| benchmark | mode | ops | max(compute, I/O) | lower bound | unfused | greedy | "
-           "cpsat | cpsat status | unfused/greedy | greedy/bound | greedy/cpsat | cpsat/bound | "
-           "gap | greedy s | cpsat s |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        cover = {True: "", False: " (partial)", None: " (none)"}[r["cover_complete"]]
-        out.append(f"| {r['benchmark']} | {r['mode']} | {r['ops']} | "
-                   f"{r['simple_bound']:,.1f} | {r['bound']:,.1f}{cover} | "
-                   f"{r['unfused']:,.1f} | {r['greedy']:,.1f} | {r['cpsat']:,.1f} | "
-                   f"{r['status']} | {r['unfused'] / r['greedy']:.3f} | "
-                   f"{r['greedy'] / r['bound']:.3f} | {r['greedy/cpsat']:.4f} | "
-                   f"{r['cpsat'] / r['bound']:.3f} | {r['gap']:.1%} | {r['greedy_s']:.1f} | "
-                   f"{r['cpsat_s']:.1f} |")
-    for mode in MODES:
-        far = [r for r in rows if r["mode"] == mode and r["greedy"] > NEAR_BOUND * r["bound"]]
-        near = [r for r in rows if r["mode"] == mode and r not in far]
-        out.append(f"\n{mode}: geomean greedy/cpsat over benchmarks where greedy is > 2% above "
-                   f"the bound ({', '.join(r['benchmark'] for r in far)}): "
-                   f"{geomean([r['greedy/cpsat'] for r in far]):.4f}; elsewhere cpsat/bound "
-                   f"at most {max((r['cpsat'] / r['bound'] for r in near), default=1):.4f}")
-    return "\n".join(out)
 
 
 def main() -> None:
@@ -184,6 +157,7 @@ def main() -> None:
         parser.error(f"no mlsys-2026-*.json file in {args.benchmarks}")
     out = args.out or ROOT / "benchmarks" / "results" / (
         "fusion-perturbed.json" if args.perturb else "fusion.json")
+    run = meta()  # when the run started
     speed = {}
     if args.perturb:
         try:
@@ -191,14 +165,17 @@ def main() -> None:
         except ValueError as error:
             parser.error(str(error))
     else:
-        largest = max(problems.values(), key=lambda p: p.num_ops)
-        speed = {"evaluation": evaluator_speed(largest), "scoring": scorer_speed(problems)}
+        largest = max(problems, key=lambda name: problems[name].num_ops)
+        speed = {"evaluation": evaluator_speed(largest, problems[largest]),
+                 "scoring": scorer_speed(problems)}
         print(json.dumps(speed), flush=True)
     rows = run_solvers(problems, args.time_limit, args.workers)
-    print(table(rows))
+    print(fusion_table(rows))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"speed": speed, "rows": rows, "time_limit_s": args.time_limit,
-                               "workers": args.workers}, indent=1) + "\n")
+    out.write_text(json.dumps({"meta": run, "speed": speed, "rows": rows,
+                               "time_limit_s": args.time_limit, "workers": args.workers},
+                              indent=1) + "\n")
+    print(f"\nwritten to {out}; tables in BENCHMARKS.md: benchmarks/render.py")
 
 
 if __name__ == "__main__":

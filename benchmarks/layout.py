@@ -1,4 +1,5 @@
-"""Run the layout solvers on every example graph and preset; print and save the table.
+"""Run the layout solvers on every example graph and preset; print and save the table
+(the JSON, with ``meta``, is rendered into BENCHMARKS.md by ``render.py``).
 
     .venv/bin/python benchmarks/layout.py [--time-limit 10] [--workers 2]
         [--out benchmarks/results/layout.json]
@@ -20,14 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.isolated import isolated  # noqa: E402
+from benchmarks.meta import meta, write_results  # noqa: E402
+from benchmarks.render import layout_table  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINES, SOLVERS, solve  # noqa: E402
 from solver.layout.plan import plan_summary  # noqa: E402
 
 PRESETS = ("wormhole_n150", "blackhole_p150")
-COLUMNS = ("graph", "ops", "tensors", "device", "solver", "total_latency_us", "vs dram",
-           "best baseline / this", "status", "gap", "L1 activations", "L1 act. bytes",
-           "reshards", "reloads", "spills", "wall_s")
 
 
 def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
@@ -51,20 +51,6 @@ def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for r in rows:
-        lines.append(
-            f"| {r['graph']} | {r['ops']} | {r['tensors']} | {r['device']} | {r['solver']} | "
-            f"{r['total_latency_us']:,.1f} | "
-            f"{r['vs_dram']:.2f}x | {r['vs_best_baseline']:.3f} | {r['status']} | "
-            f"{'' if r['gap'] is None else format(r['gap'], '.1%')} | "
-            f"{r['activations_in_l1']}/{r['activations']} | "
-            f"{r['activation_bytes_in_l1']:.0%} | "
-            f"{r['reshards']} | {r['reloads']} | {r['spills']} | {r['wall_time_s']:.2f} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks" / "layout")
@@ -73,11 +59,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "layout.json")
     args = parser.parse_args()
+    started = meta()
     rows = run(args.graphs, args.time_limit, args.workers)
-    print(markdown(rows))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"\nwritten to {args.out}")
+    print(layout_table(rows))
+    write_results(args.out, started, rows, time_limit_s=args.time_limit,
+                  workers=args.workers)
 
 
 if __name__ == "__main__":

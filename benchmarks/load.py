@@ -20,8 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.meta import meta  # noqa: E402
+from benchmarks.render import load_table  # noqa: E402
+from tests.live_server import Server  # noqa: E402
 from tests.load_client import run_load  # noqa: E402
-from tests.test_service_load import Server  # noqa: E402
 
 REPORTED = ("wall_s", "solve_p50_s", "solve_p99_s", "health_p50_ms", "health_p99_ms",
             "health_max_ms")
@@ -34,6 +36,7 @@ def main() -> None:
     parser.add_argument("--pool-workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/load.json")
     args = parser.parse_args()
+    started = meta()
     runs = []
     with tempfile.TemporaryDirectory(prefix="layoutsat-load-") as data:
         server = Server(Path(data), workers=args.pool_workers)
@@ -47,8 +50,10 @@ def main() -> None:
     medians = {k: statistics.median(r[k] for r in runs) for k in REPORTED}
     failures = sum(r["failures"] for r in runs)
     print(f"median of {len(runs)}: {medians}; failures {failures}")
-    args.out.write_text(json.dumps({"runs": runs, "median": medians, "failures": failures},
-                                   indent=1) + "\n")
+    results = {"meta": started, "runs": runs, "median": medians, "failures": failures}
+    print(load_table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,13 @@ model after a plain search, the LP relaxation solved with GLOP (``solver/relaxat
 and the optimum ``cpsat`` proves, on every example graph and preset.
 
     .venv/bin/python benchmarks/relaxation.py [--time-limit 10] [--workers 2]
+        [--out benchmarks/results/relaxation.json]
 
 The plain search is the model hinted with the best baseline and nothing else (no
 relaxation, no fixing), for the time limit; it shows where CP-SAT's own LP leaves the
-bound. The last columns are ``cpsat`` as shipped, with the same limit.
+bound. The last columns are ``cpsat`` as shipped, with the same limit. Prints one JSON line
+per pair, then the table; the JSON (with ``meta``) is rendered into BENCHMARKS.md by
+``render.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from ortools.sat.python import cp_model  # noqa: E402
 
+from benchmarks.meta import meta, write_results  # noqa: E402
+from benchmarks.render import relaxation_table  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINE_POLICIES, cpsat, solve  # noqa: E402
 from solver.layout.plan import build_plan  # noqa: E402
@@ -49,28 +54,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "results" / "relaxation.json")
     args = parser.parse_args()
     if args.time_limit <= 0:
         parser.error("--time-limit must be positive")
     if args.workers < 1:
         parser.error("--workers must be at least 1")
-    print("| graph | device | per-op floor | CP-SAT bound (plain search) | GLOP bound | "
-          "cpsat | status | cpsat wall_s |")
-    print("|---|---|---|---|---|---|---|---|")
+    started = meta()
+    rows = []
     for path in sorted((ROOT / "benchmarks/layout").glob("*.json")):
         graph = parse_graph(json.loads(path.read_text()))
         for device in PRESETS:
             problem = analyze(graph, resolve_device(graph, device))
             relaxed = relax(cpsat.build(problem).model, args.time_limit)
-            glop = "-" if relaxed is None else f"{relaxed.objective / cpsat.UNITS_PER_US:.2f}"
             plain = plain_bound_us(problem, args.time_limit, args.workers)
-            started = time.perf_counter()
+            clock = time.perf_counter()
             plan = solve(graph, "cpsat", device, time_limit_s=args.time_limit,
                          workers=args.workers)
-            wall = time.perf_counter() - started
-            print(f"| {path.stem} | {device} | {cpsat.latency_floor_us(problem):.2f} | "
-                  f"{plain:.2f} | {glop} | {plan.total_latency_us:.2f} | {plan.status} | "
-                  f"{wall:.2f} |", flush=True)
+            rows.append({"graph": path.stem, "device": device,
+                         "floor_us": cpsat.latency_floor_us(problem), "plain_bound_us": plain,
+                         "glop_bound_us": None if relaxed is None
+                         else relaxed.objective / cpsat.UNITS_PER_US,
+                         "cpsat_us": plan.total_latency_us, "status": plan.status,
+                         "wall_s": time.perf_counter() - clock})
+            print(json.dumps(rows[-1]), flush=True)
+    print(relaxation_table(rows))
+    write_results(args.out, started, rows, time_limit_s=args.time_limit,
+                  workers=args.workers)
 
 
 if __name__ == "__main__":

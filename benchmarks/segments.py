@@ -4,10 +4,12 @@ gain over the best baseline within a time limit, one line per schedule of sizes.
     .venv/bin/python benchmarks/segments.py \
         benchmarks/layout/models/llama-3.1-8b-prefill128-l32.json \
         --sizes 48 12 6 4 4,8,16,32 [--time-limit 60] [--workers 2] [--device NAME]
+        [--out benchmarks/results/segments.json]
 
 Each ``--sizes`` item is one run: a comma list is the cycle of sizes of that run (the
 last item above is the default, ``lns.SEGMENT_SIZES``). The time limit counts from before
-the graph is analysed, as in a solve.
+the graph is analysed, as in a solve. Prints one JSON line per run, then the table; the
+JSON (with ``meta``) is rendered into BENCHMARKS.md by ``render.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.meta import meta, write_results  # noqa: E402
+from benchmarks.render import segments_table  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINE_POLICIES, lns  # noqa: E402
 from solver.layout.evaluate import evaluate  # noqa: E402
@@ -63,19 +67,21 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "results" / "segments.json")
     args = parser.parse_args()
     if not args.graph.is_file():
         parser.error(f"no graph file at {args.graph}")
     if args.time_limit <= 0:
         parser.error("--time-limit must be positive")
-    print("| sizes | best baseline | segments | gain | rounds | improved | wall_s |")
-    print("|---|---|---|---|---|---|---|")
+    started = meta()
+    rows = []
     for sizes in args.sizes:
-        r = run(args.graph, sizes, args.time_limit, args.workers, args.device)
-        label = ",".join(map(str, sizes))
-        print(f"| {label} | {r['best_baseline_us']:,.2f} | {r['segments_us']:,.2f} | "
-              f"{r['gain_pct']:.2f}% | {r['rounds']} | {r['improved']} | {r['wall_s']:.1f} |",
-              flush=True)
+        rows.append(run(args.graph, sizes, args.time_limit, args.workers, args.device))
+        print(json.dumps(rows[-1]), flush=True)
+    print(segments_table(rows))
+    write_results(args.out, started, rows, time_limit_s=args.time_limit,
+                  workers=args.workers)
 
 
 if __name__ == "__main__":

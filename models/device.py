@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Fidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
 PositiveInt = Annotated[int, Field(gt=0)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
+"""A bandwidth or clock: bounded so no latency the model computes leaves float range or
+overflows the solvers' integer units."""
 
 
 class DeviceSpec(BaseModel):
@@ -23,25 +25,26 @@ class DeviceSpec(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1)
-    grid: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)] = Field(
+    name: str = Field(min_length=1, max_length=100)
+    grid: Annotated[list[Annotated[int, Field(gt=0, le=1024)]],
+                    Field(min_length=2, max_length=2)] = Field(
         description="worker grid [rows, cols]")
-    l1_size_bytes: PositiveInt = Field(description="L1 SRAM per core")
-    l1_unreserved_base_bytes: Annotated[int, Field(ge=0)] = Field(
+    l1_size_bytes: Annotated[int, Field(gt=0, le=2**40)] = Field(description="L1 SRAM per core")
+    l1_unreserved_base_bytes: Annotated[int, Field(ge=0, le=2**40)] = Field(
         description="first L1 byte the allocator may use (firmware and kernels sit below)")
     l1_usage_cap: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.95, description="share of the unreserved L1 the optimizer may fill")
-    dram_bandwidth_gbps: PositiveFloat = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
-    clock_ghz: PositiveFloat = Field(description="AI clock, GHz")
-    l1_bytes_per_cycle: PositiveFloat = Field(
+    dram_bandwidth_gbps: Rate = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
+    clock_ghz: Rate = Field(description="AI clock, GHz")
+    l1_bytes_per_cycle: Rate = Field(
         description="bytes one core reads or writes in its own L1 per cycle")
-    noc_bytes_per_cycle: PositiveFloat = Field(
+    noc_bytes_per_cycle: Rate = Field(
         description="bytes one core moves over the NoC per cycle")
-    tile_matmul_cycles: dict[Fidelity, PositiveInt] = Field(
+    tile_matmul_cycles: dict[Fidelity, Annotated[int, Field(gt=0, le=10**6)]] = Field(
         description="cycles of one 32x32x32 tile matmul per math fidelity")
     matmul_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.7, description="share of peak matmul throughput reached in practice")
-    dispatch_overhead_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+    dispatch_overhead_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
         description="fixed cost of launching one op (and one reshard or spill), microseconds")
 
     @model_validator(mode="after")

@@ -48,6 +48,10 @@ class InputValidationError(ValueError):
         self.what = what
         super().__init__(self.summary())
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Rebuilt from its issues, not its message, when it crosses a process boundary."""
+        return (type(self), (self.issues, self.what))
+
     def summary(self) -> str:
         n = len(self.issues)
         head = f"invalid {self.what}: {n} error{'s' if n != 1 else ''}"
@@ -61,12 +65,14 @@ class InputValidationError(ValueError):
 
 
 def issues_from_pydantic(exc: ValidationError, prefix: Loc = ()) -> list[Issue]:
-    """Translate pydantic's errors into Issues, keeping their locations and messages."""
+    """Translate pydantic's errors into Issues, keeping their locations and messages; a
+    custom error type with a dot (``solver.unknown``) is the rule itself, others are
+    ``schema.<type>``."""
     return [
         Issue(
             loc=prefix + tuple(err["loc"]),
             msg=_pydantic_message(err),
-            rule=f"schema.{err['type']}",
+            rule=err["type"] if "." in err["type"] else f"schema.{err['type']}",
         )
         for err in exc.errors(include_url=False)
     ]
@@ -96,6 +102,9 @@ class NoSolutionError(InputValidationError):
     def __init__(self, issues: Sequence[Issue], solver: str) -> None:
         self.solver = solver
         super().__init__(issues, f"problem for solver '{solver}'")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.issues, self.solver))
 
     def summary(self) -> str:
         return f"no solution found by solver '{self.solver}'" + "".join(

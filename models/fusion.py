@@ -17,9 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationErr
 from pydantic_core import PydanticCustomError
 
 from models.errors import InputValidationError, Issue, issues_from_pydantic, raise_if_any
+from models.timing import Deterministic, WallTime
 
 OpType = Literal["MatMul", "Pointwise"]
 PER_OP_ARRAYS = ("inputs", "outputs", "base_costs", "op_types")
+MAX_DIM = 2**20
+"""Largest tensor dimension and native granularity: every latency and every integer the
+solvers scale stays exact and far within int64 / float range below these bounds."""
+MAX_COST = 1e12
+MIN_POSITIVE = 1e-6
+"""Smallest non-zero base cost and bandwidth (a denormal would make the exact time unit
+astronomically fine)."""
+MAX_CAPACITY = 2**53
+MAX_BANDWIDTH = 1e12
 
 
 def _finite_number(value: Any) -> int | float:
@@ -148,19 +158,32 @@ def _value_issues(p: FusionProblem) -> Iterator[Issue]:
             if v <= 0:
                 yield Issue((name, i), f"tensor dimension must be positive, got {v}",
                             "positive.dim")
+            elif v > MAX_DIM:
+                yield Issue((name, i), f"tensor dimension {v} is above the largest this "
+                            f"service takes, {MAX_DIM:,}", "range.dim")
     for k, cost in enumerate(p.base_costs):
         if cost < 0:
             yield Issue(("base_costs", k), f"base cost must be >= 0, got {cost}", "nonneg.cost")
-    for name in ("fast_memory_capacity", "slow_memory_bandwidth"):
+        elif cost > MAX_COST or 0 < cost < MIN_POSITIVE:
+            yield Issue(("base_costs", k), f"base cost {cost:g} is outside 0 or "
+                        f"[{MIN_POSITIVE:g}, {MAX_COST:g}]", "range.cost")
+    for name, most in (("fast_memory_capacity", MAX_CAPACITY),
+                       ("slow_memory_bandwidth", MAX_BANDWIDTH)):
         v = getattr(p, name)
         if v <= 0:
             yield Issue((name,), f"{name} must be positive, got {v}", "positive.hardware")
+        elif v > most or v < MIN_POSITIVE:
+            yield Issue((name,), f"{name} {v:g} is outside [{MIN_POSITIVE:g}, {most:g}]",
+                        "range.hardware")
     for i, v in enumerate(p.native_granularity):
         if v <= 0:
             yield Issue(
                 ("native_granularity", i), f"native granularity must be positive, got {v}",
                 "positive.native",
             )
+        elif v > MAX_DIM:
+            yield Issue(("native_granularity", i), f"native granularity {v} is above the "
+                        f"largest this service takes, {MAX_DIM:,}", "range.native")
 
 
 def _index_issues(p: FusionProblem) -> Iterator[Issue]:
@@ -340,7 +363,8 @@ class FusionResult(BaseModel):
     total_latency: float = Field(description="recomputed by the evaluator")
     subgraph_latencies: list[float]
     lower_bounds: LowerBoundsReport
-    wall_time_s: float
+    wall_time_s: WallTime
+    deterministic: Deterministic = False
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None

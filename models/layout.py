@@ -8,16 +8,19 @@ a well-formed, acyclic graph whose declared shapes agree with its ops.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue, issues_from_pydantic, raise_if_any
 from models.layout_ops import OP_TYPES
 from models.layout_rules import graph_issues
+from models.timing import Deterministic, WallTime
 
 GRAPH_FORMAT = "layoutsat-graph"
 PLAN_FORMAT = "layoutsat-plan"
@@ -27,7 +30,12 @@ TensorKind = Literal["input", "constant", "activation"]
 OpType = Literal[OP_TYPES]  # type: ignore[valid-type]
 Buffer = Literal["l1", "dram"]
 MemLayout = Literal["interleaved", "height_sharded", "width_sharded", "block_sharded"]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+MAX_DIM = 2**31 - 1
+MAX_ELEMENTS = 2**40
+"""Largest tensor (elements): every byte count, latency and integer the solvers scale
+stays exact and within int64 below it."""
+MAX_LATENCY_US = 1e9
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_LATENCY_US, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1)]
 
 # A memory configuration as text: "dram:interleaved", "l1:interleaved" or
@@ -50,11 +58,21 @@ class TensorDecl(_Strict):
     """A named tensor: its logical shape, element type and role in the graph."""
 
     name: Name
-    shape: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    shape: list[Annotated[int, Field(gt=0, le=MAX_DIM)]] = Field(min_length=1, max_length=8)
     dtype: DType = Field(description="bf16, f32, bfp8, bfp4; uint32 only for embedding indices")
     kind: TensorKind = Field(
         default="activation",
         description="input: fed by the host; constant: a weight; activation: produced by an op")
+
+
+    @field_validator("shape")
+    @classmethod
+    def _bounded(cls, shape: list[int]) -> list[int]:
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise PydanticCustomError(
+                "tensor_too_large", "the tensor has {n} elements; at most {most} are allowed",
+                {"n": f"{math.prod(shape):,}", "most": f"{MAX_ELEMENTS:,}"})
+        return shape
 
 
 class OpDecl(_Strict):
@@ -156,7 +174,8 @@ class TimelineStep(_Strict):
 
 
 class PlanStats(_Strict):
-    wall_time_s: float
+    wall_time_s: WallTime
+    deterministic: Deterministic = False
     objective: float | None = None
     best_bound: float | None = None
     gap: float | None = None

@@ -6,7 +6,8 @@ sink installed (the CLI, the tests, compare) reporting costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 Sink = Callable[[float, float | None], None]
 
@@ -35,3 +36,18 @@ def report(objective: float, bound: float | None = None) -> None:
     if _sink is not None:
         _best = min(_best, float(objective))
         _sink(_best, None if bound is None else min(float(bound), _best))
+
+
+@contextmanager
+def reporting(sink: Sink | None) -> Iterator[None]:
+    """Send this process's reports to ``sink`` while the block runs (None: leave the
+    installed sink in place)."""
+    if sink is None:
+        yield
+        return
+    previous = _sink
+    install(sink)
+    try:
+        yield
+    finally:
+        install(previous)

@@ -25,6 +25,8 @@ from ortools.linear_solver import linear_solver_pb2, pywraplp
 from ortools.sat import cp_model_pb2
 from ortools.sat.python import cp_model
 
+from solver.deadline import charge_glop, glop_limit_ms
+
 UNBOUNDED = 2**60
 INF = float("inf")
 
@@ -91,8 +93,11 @@ def relax(model: cp_model.CpModel, seconds: float) -> Relaxation | None:
             for lower, upper, terms in _rows(ct, boolean):
                 _add_row(lp, lower, upper, terms)
     solver = pywraplp.Solver.CreateSolver("GLOP")
-    solver.SetTimeLimit(max(1, int(seconds * 1000)))
-    if solver.LoadModelFromProto(lp) or solver.Solve() != pywraplp.Solver.OPTIMAL:
+    solver.SetTimeLimit(glop_limit_ms(seconds))
+    loaded = solver.LoadModelFromProto(lp)
+    status = None if loaded else solver.Solve()
+    charge_glop(solver.iterations() if status is not None else 0)
+    if status != pywraplp.Solver.OPTIMAL:
         return None
     variables = solver.variables()
     return Relaxation(solver.Objective().Value() + proto.objective.offset,

@@ -23,7 +23,7 @@ def _request(i: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Alternating fusion and layout solves, each with its own seed so none is cached."""
     if i % 2:
         return "/v1/fusion/solve", {"solver": "greedy", "seed": i}, FUSION
-    return "/v1/layout/solve", {}, {"graph": LAYOUT, "solver": "greedy", "seed": i}
+    return "/v1/layout/solve", {"solver": "greedy", "seed": i}, LAYOUT
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -19,7 +19,8 @@ def client() -> TestClient:
 def test_healthz(client):
     r = client.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok", "version": __version__, "ortools": ortools.__version__}
+    assert r.json() == {"status": "ok", "version": __version__, "ortools": ortools.__version__,
+                        "pool_rebuilds": 0}
 
 
 def test_openapi_lists_the_routes(client):

@@ -1,11 +1,13 @@
 """The benchmark runners refuse bad arguments with a usage error naming the argument, not
 a traceback (they are run by hand and in CI docs, so their failures should read well), and
-run each solve in a process of its own."""
+run each solve in a process of its own; BENCHMARKS.md's tables are what
+``benchmarks/render.py`` makes of the results JSONs."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,6 +15,9 @@ import pytest
 
 from benchmarks.fusion import PERTURBATIONS, load, perturbed
 from benchmarks.isolated import isolated
+from benchmarks.meta import meta as meta_now
+from benchmarks.render import check
+from benchmarks.render import main as render_main
 from tests.conftest import MLSYS, ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
@@ -77,3 +82,48 @@ def test_a_perturbation_that_breaks_a_rule_is_named_in_the_error(tmp_path):
                           timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "benchmark 1 at cap/2: invalid fusion problem" in done.stderr
+
+
+def test_every_table_of_benchmarks_md_is_what_its_json_renders():
+    """BENCHMARKS.md's tables are generated (``benchmarks/render.py``); an edited table, or a
+    results JSON written without re-rendering, fails here."""
+    assert check() == []
+
+
+def test_every_results_json_says_how_it_was_made():
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        meta = json.loads(path.read_text())["meta"]
+        assert all(meta.get(k) for k in ("command", "machine", "date")), path.name
+    now = meta_now()
+    assert {"command", "machine", "date", "layoutsat", "ortools"} <= now.keys()
+    assert "GiB" in now["machine"] and now["date"].endswith("+00:00")
+
+
+def test_a_changed_number_fails_the_check_naming_its_table(tmp_path, capsys):
+    results, markdown = tmp_path / "results", tmp_path / "BENCHMARKS.md"
+    shutil.copytree(ROOT / "benchmarks" / "results", results)
+    shutil.copy(ROOT / "BENCHMARKS.md", markdown)
+    args = ["--markdown", str(markdown), "--results", str(results)]
+    assert render_main(["--check", *args]) == 0
+    data = json.loads((results / "load.json").read_text())
+    data["runs"][1]["health_p99_ms"] = 45.4
+    (results / "load.json").write_text(json.dumps(data))
+    assert check(markdown, results) == ["load"]
+    assert render_main(["--check", *args]) == 1
+    assert "table 'load' differs from load.json" in capsys.readouterr().err
+    assert render_main(args) == 0  # re-render: only that cell changes, the text stays
+    assert check(markdown, results) == []
+    before, after = (ROOT / "BENCHMARKS.md").read_text().splitlines(), \
+        markdown.read_text().splitlines()
+    assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
+        ("| 2 | 200 | 0 | 3.25 | 1.35 | 3.04 | 138 | 6.7 | 45.3 | 59.2 |",
+         "| 2 | 200 | 0 | 3.25 | 1.35 | 3.04 | 138 | 6.7 | 45.4 | 59.2 |")]
+
+
+def test_an_unknown_or_unclosed_table_is_an_error(tmp_path, capsys):
+    for text, message in (("<!-- table: nosuch -->\n<!-- /table -->\n", "unknown table"),
+                          ("<!-- table: load -->\n| x |\n", "has no <!-- /table -->")):
+        markdown = tmp_path / "BENCHMARKS.md"
+        markdown.write_text(text)
+        assert render_main(["--check", "--markdown", str(markdown)]) == 2
+        assert message in capsys.readouterr().err

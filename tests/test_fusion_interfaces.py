@@ -29,7 +29,7 @@ def test_cli_solve_defaults_to_cpsat_and_writes_a_solution_the_evaluator_accepts
     out = tmp_path / "solution.json"
     r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--time-limit", "10", str(out)])
     assert r.exit_code == 0, r.output
-    assert "cpsat (per_native_k)" in r.output
+    assert "cpsat: optimal" in r.output and "(per_native_k)" in r.output
     verdict = evaluate(parse_problem(load(BENCH_3)), parse_solution(json.loads(out.read_text())),
                        strict=True)
     assert verdict.valid and f"total {float(verdict.total):,.2f}" in r.output

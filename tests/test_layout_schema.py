@@ -28,7 +28,7 @@ def test_every_example_graph_validates_and_is_detected_as_layout(path):
 
 
 @pytest.mark.parametrize(("model", "name", "flag"), [(LayoutGraph, "graph", ""),
-                                                      (LayoutPlan, "plan", " --plan")])
+                                                      (LayoutPlan, "plan", " --answer")])
 def test_the_published_json_schemas_are_current(model, name, flag):
     on_disk = json.loads((ROOT / "docs" / f"layout-{name}.schema.json").read_text())
     assert on_disk == model.model_json_schema(by_alias=True), (

@@ -20,6 +20,7 @@ from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
 from models.fusion import parse_problem
+from solver.deadline import Deadline
 from solver.fusion.solvers import solve as solve_fusion
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,9 +77,8 @@ def test_a_fusion_job_gives_the_direct_solvers_answer_and_is_cached(tmp_path):
 
 def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
     with make(tmp_path) as client:
-        body = {"graph": LAYOUT, "solver": "greedy"}
-        first = client.post("/v1/layout/solve", json=body)
-        second = client.post("/v1/layout/solve", json=body)
+        first = client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
+        second = client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
         assert first.status_code == second.status_code == 200
         assert first.headers["x-layoutsat-cache"] == "miss"
         assert second.headers["x-layoutsat-cache"] == "hit"
@@ -87,7 +87,7 @@ def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
                                             "options": {"solver": "greedy"}}).json()
         assert job["cached"] and job["result"]["total_latency_us"] == first.json()[
             "total_latency_us"]
-        other_seed = client.post("/v1/layout/solve", json={**body, "seed": 7})
+        other_seed = client.post("/v1/layout/solve?solver=greedy&seed=7", json=LAYOUT)
         assert other_seed.headers["x-layoutsat-cache"] == "miss"
 
 
@@ -178,9 +178,11 @@ def test_a_restart_loses_no_job(tmp_path):
     queued = [client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
                                             "options": {"solver": s}}).json()
               for s in ("greedy", "unfused")]
+    started = time.monotonic()
     first.state.service.close()  # what a shutdown does: the pool and dispatcher stop
+    assert time.monotonic() - started < first.state.service.settings.shutdown_timeout_s + 5
     store = JobStore(tmp_path / "layoutsat.db")
-    assert store.get(running["id"]).state == "running"
+    assert store.get(running["id"]).state == "queued"  # stopped, and back in the queue
     assert [store.get(j["id"]).state for j in queued] == ["queued", "queued"]
 
     with make(tmp_path, pool_workers=1) as again:
@@ -271,15 +273,16 @@ def test_each_limit_names_itself_and_its_value(tmp_path):
 
 
 def test_configs_limit(tmp_path):
-    with make(tmp_path, max_configs=8) as client:
-        refused = client.post("/v1/layout/solve", json={"graph": LAYOUT, "max_configs": 9})
-        assert refused.status_code == 422 and refused.json()["limit"] == "max_configs"
-        assert refused.json()["errors"][0]["loc"] == ["max_configs"]
+    with make(tmp_path) as client:
+        refused = client.post("/v1/layout/solve?max_configs=5000", json=LAYOUT)
+        assert refused.status_code == 422
+        assert refused.json()["errors"][0]["loc"] == ["query", "max_configs"]
+        assert "4096" in refused.json()["errors"][0]["msg"]
 
 
 def test_large_graphs_are_pointed_to_the_jobs_api(tmp_path):
     with make(tmp_path, sync_max_ops=3) as client:
-        refused = client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
+        refused = client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
         assert refused.status_code == 413 and refused.json()["limit"] == "sync_max_ops"
         assert "POST /v1/jobs" in refused.json()["errors"][0]["msg"]
         job = client.post("/v1/jobs", json={"kind": "layout", "payload": LAYOUT,
@@ -288,17 +291,21 @@ def test_large_graphs_are_pointed_to_the_jobs_api(tmp_path):
 
 
 def test_queued_jobs_per_client_are_bounded(tmp_path):
-    with make(tmp_path, pool_workers=1, max_queued_jobs_per_client=1) as client:
+    ci, other = ({"authorization": f"Bearer {key}"} for key in ("ci-key", "other-key"))
+    with make(tmp_path, pool_workers=1, max_queued_jobs_per_client=1,
+              api_keys="ci-key,other-key") as client:
         slow = {"kind": "layout", "payload": SLOW_LAYOUT, "options": {"time_limit_s": 30}}
-        first = client.post("/v1/jobs", json=slow, headers={"x-client-id": "ci"})
+        first = client.post("/v1/jobs", json=slow, headers=ci)
         assert first.status_code == 202
-        refused = client.post("/v1/jobs", json=slow, headers={"x-client-id": "ci"})
+        refused = client.post("/v1/jobs", json=slow, headers=ci)
         assert refused.status_code == 429 and refused.headers["retry-after"]
         assert refused.json()["limit"] == "max_queued_jobs_per_client"
-        other = client.post("/v1/jobs", json={**slow, "options": {"solver": "greedy"}},
-                            headers={"x-client-id": "someone-else"})
-        assert other.status_code == 202
-        client.delete(f"/v1/jobs/{first.json()['id']}")
+        spoofed = client.post("/v1/jobs", json=slow, headers={**ci, "x-client-id": "new"})
+        assert spoofed.status_code == 429  # the key decides, not a header the client picks
+        second = client.post("/v1/jobs", json={**slow, "options": {"solver": "greedy"}},
+                             headers=other)
+        assert second.status_code == 202
+        client.delete(f"/v1/jobs/{first.json()['id']}", headers=ci)
 
 
 # ----------------------------------------------------------------------- worker faults
@@ -320,10 +327,10 @@ def test_a_solve_past_its_hard_deadline_is_stopped_with_a_reason(monkeypatch):
     pool = SolvePool(1, 0)
     try:
         with pytest.raises(SolveFailed) as stopped:
-            asyncio.run(pool.run(sleep_for, (30,), time_limit_s=0.5))
-        assert stopped.value.status == 504 and "no solution within the time limit" in str(
+            asyncio.run(pool.run(sleep_for, (30,), Deadline.after(0.5)))
+        assert stopped.value.status == 504 and "no answer within the time limit" in str(
             stopped.value)
-        assert asyncio.run(pool.run(sleep_for, (0,), time_limit_s=5)) == "slept"
+        assert asyncio.run(pool.run(sleep_for, (0,), Deadline.after(5))) == "slept"
     finally:
         pool.close()
 
@@ -334,9 +341,9 @@ def test_a_solve_beyond_the_memory_limit_fails_alone():
     pool = SolvePool(1, memory_mb=1024)
     try:
         with pytest.raises(SolveFailed) as refused:
-            asyncio.run(pool.run(allocate, (4096,), time_limit_s=30))
+            asyncio.run(pool.run(allocate, (4096,), Deadline.after(30)))
         assert refused.value.status == 413 and "1024 MiB" in str(refused.value)
-        assert asyncio.run(pool.run(allocate, (64,), time_limit_s=30)) == 64 << 20
+        assert asyncio.run(pool.run(allocate, (64,), Deadline.after(30))) == 64 << 20
     finally:
         pool.close()
 
@@ -347,8 +354,8 @@ def test_a_solve_beyond_the_memory_limit_fails_alone():
 def test_metrics_count_requests_jobs_pool_and_cache(tmp_path):
     with make(tmp_path) as client:
         client.get("/healthz")
-        client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
-        client.post("/v1/layout/solve", json={"graph": LAYOUT, "solver": "greedy"})
+        client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
+        client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
         job = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
                                             "options": {"solver": "greedy"}}).json()
         wait_for(client, job["id"])

@@ -5,57 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.live_server import Server
 from tests.load_client import FUSION, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_LAYOUT = json.loads((ROOT / "benchmarks/layout/llama-decoder-layer.json").read_text())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``layoutsat serve`` in a subprocess, with its data on ``data_dir``."""
-
-    def __init__(self, data_dir: Path, workers: int = 2):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "LAYOUTSAT_DATA_DIR": str(data_dir),
-               "LAYOUTSAT_POOL_WORKERS": str(workers)}
-        self.log = (data_dir / f"server-{self.port}.log").open("w")
-        command = [str(Path(sys.executable).with_name("layoutsat")), "serve", "--port",
-                   str(self.port)]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.process.poll() is None, "the server exited while starting"
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start within 60 s"
-            time.sleep(0.2)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        self.process.send_signal(sig)
-        self.process.wait(timeout=60)
-        self.log.close()
 
 
 @pytest.fixture
@@ -98,3 +58,28 @@ def test_a_server_restart_loses_no_job(tmp_path):
         assert httpx.get(f"{second.url}/v1/jobs/{running['id']}").json()["attempts"] == 2
     finally:
         second.stop()
+
+
+def test_200_concurrent_submissions_of_one_key_with_a_limit_of_100_accept_exactly_100(
+        tmp_path):
+    """The per-key limit is checked and the job stored in one transaction. Every job is
+    a slow solve on one worker, so none finishes while the 200 arrive."""
+    problem = json.loads((ROOT.parent / "shared/mlsys2026/benchmarks/mlsys-2026-5.json")
+                         .read_text())
+    server = Server(tmp_path, workers=1, api_keys="burst-key",
+                    max_queued_jobs_per_client="100")
+    key = {"authorization": "Bearer burst-key"}
+
+    async def burst() -> list[int]:
+        limits = httpx.Limits(max_connections=210)
+        async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits) as c:
+            answers = await asyncio.gather(*(c.post("/v1/jobs", headers=key, json={
+                "kind": "fusion", "payload": problem,
+                "options": {"seed": i, "time_limit_s": 120}}) for i in range(200)))
+        return [a.status_code for a in answers]
+
+    try:
+        codes = asyncio.run(burst())
+        assert codes.count(202) == 100 and codes.count(429) == 100, sorted(set(codes))
+    finally:
+        server.stop()

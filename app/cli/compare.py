@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli.io import console, err_console, fail
+from app.cli.io import console, err_console, fail, usage_error
+from app.jobs.kinds import family_option_issues
 from models.errors import InputValidationError
 from models.fusion import ReductionCost
 from solver.compare.batch import (
@@ -41,8 +44,10 @@ def compare(
     = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="Ray cluster address (ray backend; default: start a local instance).")] = None,
-    out: Annotated[Path, typer.Option(help="Directory for results.json, report.md, plots.")]
-    = Path("layoutsat-compare"),
+    out: Annotated[Path | None, typer.Option(
+        help="Directory for results.json, report.md, plots (finished pairs found there are "
+             "reused) [default: a new folder under the system's temporary directory].")]
+    = None,
     fail_if_worse: Annotated[str | None, typer.Option(
         help="Regression gate: exit 1 when cpsat is worse than this baseline on any graph "
              "or any answer is invalid.")] = None,
@@ -56,6 +61,9 @@ def compare(
     workers: Annotated[int, typer.Option(
         help="CP-SAT search threads per solve (jobs x workers should not exceed the cores).",
         min=1, max=64)] = 1,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic", help="Bound every solve by deterministic work, so a re-run gives "
+        "the same answers.")] = False,
 ) -> None:
     """Compare solvers on a batch of graphs and write results.json, report.md and plots.
 
@@ -63,10 +71,20 @@ def compare(
     passed); 1 when a pair failed (error, timeout, invalid answer) or the gate tripped;
     2 on bad usage.
     """
+    missing = [p for p in paths if not Path(p).exists() and not glob.glob(p, recursive=True)]
+    if missing:
+        raise usage_error("no such file, folder or matching glob: " + ", ".join(missing))
     docs, notes = discover(paths)
     names = [s.strip() for s in solvers.split(",") if s.strip()] if solvers else None
-    batch = Batch(docs, names, Options(time_limit, seed, device, reduction_cost, workers), jobs,
-                  backend, ray_address, force, fail_if_worse)
+    family_options = {"layout": {"device": device} if device else {},
+                      "fusion": {"reduction_cost": reduction_cost}}
+    family_options = {k: v for k, v in family_options.items() if v}
+    faults = family_option_issues(family_options, ())
+    if faults:
+        raise usage_error("; ".join(i.msg for i in faults))
+    options = Options(time_limit, seed, workers, deterministic, family_options)
+    out = out or Path(tempfile.mkdtemp(prefix="layoutsat-compare-"))
+    batch = Batch(docs, names, options, jobs, backend, ray_address, force, fail_if_worse)
     try:
         check_solvers(names, fail_if_worse)
     except InputValidationError as exc:

@@ -11,11 +11,7 @@ import uvicorn
 from app.cli.io import console, fail, load_json
 from app.settings import Settings
 from models.errors import InputValidationError
-from models.family import detect_family
-from models.fusion import parse_problem
-from models.layout import parse_graph
-from solver.fusion.problem import summarize
-from solver.layout.problem import summarize as summarize_layout
+from solver.families import detect
 
 
 def serve(
@@ -24,43 +20,33 @@ def serve(
     workers: Annotated[int, typer.Option(help="Server processes.", min=1)] = 1,
 ) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs)."""
-    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, workers=workers)
+    uvicorn.run("app.main:create_app", factory=True, host=host, port=port, workers=workers,
+                timeout_graceful_shutdown=max(1, round(Settings().shutdown_timeout_s)))
 
 
 def validate(
-    file: Annotated[Path, typer.Argument(help="Problem JSON file (family detected from content).")],
+    file: Annotated[Path, typer.Argument(help="A document of any family (told apart by "
+                                               "its content).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Check a problem file; exit 0 when valid, 1 with every fault found when not."""
     try:
         data = load_json(file, "document")
-        family = detect_family(data)
-        if family == "layout":
-            summary = summarize_layout(parse_graph(data))
-        else:
-            summary = summarize(parse_problem(data))
+        fam = detect(data)
+        summary = fam.summarize(fam.parse(data))
     except InputValidationError as exc:
         raise fail(exc, as_json) from None
-    if family == "layout":
-        _report_layout(file, summary, as_json)
-        return
     if as_json:
-        console.print_json(data={"valid": True, "family": "fusion", "summary": summary})
+        console.print_json(data={"valid": True, "family": fam.name, "summary": summary})
         return
-    bounds = summary["lower_bounds"]
-    console.print(f"{file}: valid fusion problem, {summary['ops']} ops "
-                  f"{summary['ops_by_type']}, {summary['tensors']} tensors, "
-                  f"{len(summary['graph_inputs'])} graph inputs, "
-                  f"{len(summary['graph_outputs'])} graph outputs")
-    for mode, b in bounds.items():
-        console.print(f"  lower bound ({mode}): {b['total']:,.1f} "
-                      f"(compute {b['compute']:,.1f}, I/O {b['io']:,.1f})")
+    console.print(f"{file}: valid {fam.document}", markup=False)
+    for key, value in summary.items():
+        console.print(f"  {key}: {_shown(value)}", markup=False)
 
 
-def _report_layout(file: Path, summary: dict, as_json: bool) -> None:
-    if as_json:
-        console.print_json(data={"valid": True, "family": "layout", "summary": summary})
-        return
-    console.print(f"{file}: valid layout graph '{summary['name']}', {summary['ops']} ops "
-                  f"{summary['ops_by_type']}, {summary['tensors']} tensors ({summary['inputs']} "
-                  f"inputs, {summary['constants']} constants), {len(summary['outputs'])} outputs")
+def _shown(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_shown(v)}" for k, v in value.items())
+    if isinstance(value, list) and len(value) > 12:
+        return f"{value[:12]} ... ({len(value)} in all)"
+    return str(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,21 @@ def fail(exc: InputValidationError, as_json: bool = False) -> typer.Exit:
     else:
         err_console.print(exc.summary(), style="red", highlight=False, markup=False, soft_wrap=True)
     return typer.Exit(code=1)
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Print a usage fault on stderr; exit code 2, as for a bad option."""
+    err_console.print(message, style="red", markup=False)
+    return typer.Exit(code=2)
+
+
+def writable(path: Path) -> None:
+    """Refuse, before any work is done, an output path that cannot be written: a folder, a
+    missing or read-only folder."""
+    if path.is_dir():
+        raise usage_error(f"cannot write {path}: it is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise usage_error(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise usage_error(f"cannot write {path}: permission denied")

@@ -7,17 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from models.family import detect_family
 from solver.compare.batch import Batch, Outcome, run_batch
 from solver.compare.discover import GraphDoc
 from solver.compare.task import Options
+from solver.families import detect
 
 
 def batch_for(payload: dict[str, Any], options: dict[str, Any], processes: int) -> Batch:
-    docs = [GraphDoc(g["name"], g["graph"], detect_family(g["graph"]))
+    docs = [GraphDoc(g["name"], g["graph"], detect(g["graph"]).name)
             for g in payload["graphs"]]
-    opts = Options(options["time_limit_s"], options["seed"],
-                   options["device"], options["reduction_cost"], options["workers"])
+    opts = Options(options["time_limit_s"], options["seed"], options["workers"],
+                   options.get("deterministic", False), options.get("family_options", {}))
     return Batch(docs, options["solvers"], opts, jobs=processes,
                  fail_if_worse=options["fail_if_worse"])
 

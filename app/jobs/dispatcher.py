@@ -22,14 +22,16 @@ from typing import Any
 from app.jobs.compare_work import run_compare
 from app.jobs.pool import SolvePool, failure
 from app.jobs.store import JobRow, JobStore
-from app.jobs.work import GOOD_STATUSES, run_job
+from app.jobs.work import GOOD_STATUSES, Finished, run_solve
 from solver.compare.batch import BatchStopped
+from solver.deadline import Deadline
+from solver.families import FAMILIES
 
 log = logging.getLogger("layoutsat.jobs")
 
 IDLE_POLL_S = 1.0
 EXPIRE_EVERY_S = 300.0
-SOLVE_KINDS = ("fusion", "layout")
+SOLVE_KINDS = tuple(FAMILIES)
 
 OnSolved = Callable[[str, str, float], None]
 
@@ -51,6 +53,7 @@ class Dispatcher:
         self._compare_busy = threading.Event()
         self._running: dict[str, Future] = {}
         self._stopped_compares: set[str] = set()
+        self._running_compares: set[str] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dispatcher", daemon=True)
@@ -63,12 +66,17 @@ class Dispatcher:
                 "fields": {"requeued": requeued, "failed": failed}})
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop taking jobs; running ones stay 'running' in the store (a restart re-queues
-        them)."""
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop taking jobs and stop the running comparisons; running solves stay
+        'running' in the store until the caller re-queues them (``running_ids``)."""
         self._stopping.set()
+        self._stopped_compares.update(self._running_compares)
         self._wake.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout_s)
+
+    def running_ids(self) -> list[str]:
+        """The jobs this dispatcher has started and not finished."""
+        return [*self._running, *self._running_compares]
 
     def notify(self) -> None:
         self._wake.set()
@@ -98,18 +106,31 @@ class Dispatcher:
         if job is None:
             self._slots.release()
             return False
-        future = self.pool.submit(run_job, (job.kind, job.payload, job.options,
-                                            str(self.store.path), job.id),
-                                  _limit(job))
+        deadline = Deadline.after(_limit(job), deterministic=job.options.get(
+            "deterministic", False))
+        try:
+            future = self.pool.submit(run_solve, (job.kind, job.payload, job.options, deadline,
+                                                  (str(self.store.path), job.id)), deadline)
+        except Exception as exc:  # the pool could not be rebuilt: the job waits for it
+            self.store.requeue_running([job.id])
+            self._slots.release()
+            log.error("cannot start a job", extra={"fields": {"job": job.id,
+                                                               "error": repr(exc)}})
+            return False
         self._running[job.id] = future
         future.add_done_callback(lambda f: self._solved(job, f))
         return True
 
     def _solved(self, job: JobRow, future: Future) -> None:
         try:
-            solved = future.result()
-            if self.store.finish(job.id, solved.body) and solved.status in GOOD_STATUSES:
-                self.store.remember(job.cache_key, solved.body)
+            outcome = future.result()
+            if not isinstance(outcome, Finished):
+                self.store.fail(job.id, outcome.reason)
+                log.warning("job refused", extra={"fields": {"job": job.id,
+                                                              "reason": outcome.reason}})
+                return
+            if self.store.finish(job.id, outcome.body) and outcome.status in GOOD_STATUSES:
+                self.store.remember(job.cache_key, outcome.body)
             if self.on_solved:
                 self.on_solved(job.kind, job.options["solver"], _elapsed(job))
         except CancelledError:
@@ -132,6 +153,7 @@ class Dispatcher:
         if job is None:
             return False
         self._compare_busy.set()
+        self._running_compares.add(job.id)
         threading.Thread(target=self._compare, args=(job,), name=f"compare-{job.id}",
                          daemon=True).start()
         return True
@@ -150,10 +172,11 @@ class Dispatcher:
                                  stop=lambda: job.id in self._stopped_compares)
             self.store.finish(job.id, json.dumps(result))
         except BatchStopped:
-            pass  # cancelled: the store already says so
+            pass  # cancelled (the store says so) or shutting down (re-queued)
         except Exception as exc:  # reported to the poller, never lost
             self.store.fail(job.id, f"{type(exc).__name__}: {exc}")
         finally:
+            self._running_compares.discard(job.id)
             self._stopped_compares.discard(job.id)
             self._compare_busy.clear()
             self._wake.set()

@@ -1,8 +1,9 @@
-"""The three kinds of solve work (fusion, layout, compare): their options, how a payload is
-validated and sized before it is accepted, and the cache key of a request.
+"""The kinds of work the service accepts (a solve of any family, or a comparison): options
+and payload validated, sized and admitted before a request is answered, and the cache key.
 
-Everything a worker needs is checked here, in the request, so a bad payload is a 422 at
-submission and never a failed job later.
+Everything a worker needs is checked here, in the request, so a bad payload is a 4xx at
+submission and never a failed job later. Families are known only through the contract
+(``solver.family``) and the registry (``solver.families``).
 """
 
 from __future__ import annotations
@@ -10,71 +11,37 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import __version__
-from app.limits import check_configs, check_graph_size, time_limit
+from app.limits import check_graph_size, time_limit
 from app.settings import Settings
-from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue, Loc, issues_from_pydantic
-from models.family import detect_family
-from models.fusion import ReductionCost, parse_problem
-from models.layout import parse_graph
 from solver.compare.batch import check_solvers
-from solver.fusion.solvers import CPSAT_TIME_LIMIT_S
-from solver.fusion.solvers import DEFAULT_SOLVER as FUSION_DEFAULT
-from solver.fusion.solvers import DEFAULT_TIME_LIMIT_S as FUSION_HEURISTIC_LIMIT_S
-from solver.fusion.solvers import SOLVERS as FUSION_SOLVERS
-from solver.layout import SOLVERS as LAYOUT_SOLVERS
-from solver.layout.ops import DEFAULT_MAX_CONFIGS
+from solver.families import FAMILIES, detect, family, mismatch
+from solver.family import Family, Seed, SolveOptions, TimeLimit, Workers
 
-Kind = Literal["fusion", "layout", "compare"]
-Seed = Annotated[int, Field(ge=0, le=2**31 - 1, description="CP-SAT random seed")]
-Workers = Annotated[int, Field(ge=1, le=64, description="CP-SAT search threads per solve")]
-TimeLimit = Annotated[float | None, Field(
-    default=None, gt=0, allow_inf_nan=False,
-    description="seconds per solve; default: the service's (LAYOUTSAT_DEFAULT_TIME_LIMIT_S), "
-    "else the solver's own (30 s fusion cpsat, 10 s otherwise)")]
-LAYOUT_TIME_LIMIT_S = 10.0
+COMPARE = "compare"
 MAX_GRAPHS = 500
-
-
-class FusionOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    solver: str = Field(default=FUSION_DEFAULT, description=f"one of {list(FUSION_SOLVERS)}")
-    time_limit_s: TimeLimit = None
-    reduction_cost: ReductionCost = "per_native_k"
-    seed: Seed = 0
-    workers: Workers = 1
-
-
-class LayoutOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    solver: str = Field(default="cpsat", description=f"one of {sorted(LAYOUT_SOLVERS)}")
-    device: str | DeviceSpec | None = Field(
-        default=None, description="preset name or spec; overrides the graph's device")
-    time_limit_s: TimeLimit = None
-    seed: Seed = 0
-    workers: Workers = 1
-    max_configs: Annotated[int, Field(ge=1)] = DEFAULT_MAX_CONFIGS
-    explain: bool = Field(default=False,
-                          description="add the differences from the best baseline's plan")
+COMPARE_TIME_LIMIT_S = 10.0
+COMMON_OPTIONS = frozenset(SolveOptions.model_fields)
 
 
 class CompareOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     solvers: list[str] | None = Field(
         default=None, description="default: every solver of each graph's family")
     time_limit_s: TimeLimit = None
-    device: str | None = Field(default=None, description="device preset for layout graphs")
-    reduction_cost: ReductionCost = "per_native_k"
     seed: Seed = 0
     workers: Workers = 1
+    deterministic: bool = Field(default=False, description="as for a single solve")
+    family_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per family, its own options for every graph of "
+        "it, e.g. {\"layout\": {\"device\": \"blackhole_p150\"}, \"fusion\": "
+        "{\"reduction_cost\": \"per_op\"}}")
     fail_if_worse: str | None = Field(
         default=None, description="regression gate: fails when cpsat is worse than this")
 
@@ -83,7 +50,7 @@ class GraphItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
-    graph: dict[str, Any] = Field(description="a fusion problem or a layoutsat-graph")
+    graph: dict[str, Any] = Field(description="a document of any family")
 
 
 class ComparePayload(BaseModel):
@@ -92,22 +59,17 @@ class ComparePayload(BaseModel):
     graphs: list[GraphItem] = Field(min_length=1, max_length=MAX_GRAPHS)
 
 
-KIND_SOLVERS: dict[Kind, tuple[str, ...]] = {
-    "fusion": tuple(FUSION_SOLVERS), "layout": tuple(LAYOUT_SOLVERS)}
-OPTION_MODELS: dict[Kind, type[BaseModel]] = {
-    "fusion": FusionOptions, "layout": LayoutOptions, "compare": CompareOptions}
-
-
 @dataclass(frozen=True)
 class Work:
     """An accepted request: the payload as validated JSON, the options with every default
     filled in, and what the scheduler needs to know about it."""
 
-    kind: Kind
+    kind: str
     payload: Any
     options: dict[str, Any]
     ops: int
     time_limit_s: float
+    deterministic: bool = False
 
     @property
     def cache_key(self) -> str:
@@ -116,89 +78,138 @@ class Work:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _located(exc: InputValidationError, loc: Loc) -> InputValidationError:
+def located(exc: InputValidationError, loc: Loc) -> InputValidationError:
+    """The same faults under ``loc`` (where the document sits in the request)."""
     return InputValidationError([Issue((*loc, *i.loc), i.msg, i.rule) for i in exc.issues],
                                 exc.what)
 
 
-def parse_options(kind: Kind, options: Any, loc: Loc = ("options",)) -> BaseModel:
+def parse_options(model: type[BaseModel], options: Any, loc: Loc, what: str) -> Any:
     try:
-        return OPTION_MODELS[kind].model_validate(options)
+        return model.model_validate(options if options is not None else {})
     except ValidationError as exc:
-        raise InputValidationError(issues_from_pydantic(exc, loc), f"{kind} options") from None
+        raise InputValidationError(issues_from_pydantic(exc, loc), what) from None
 
 
-def _fusion_size(payload: Any, loc: Loc) -> tuple[int, int]:
+def parse_document(fam: Family, payload: Any, settings: Settings, loc: Loc) -> Any:
+    """The family's problem from ``payload``: its size checked against the limits before
+    and after validation, faults located under ``loc``, a document of another family
+    named as such."""
+    wrong = mismatch(fam, payload)
+    if wrong is not None:
+        raise located(wrong, loc)
+    estimate = fam.estimate(payload) if isinstance(payload, dict) else None
+    if estimate is not None:
+        check_graph_size(settings, estimate.ops, estimate.tensors, loc)
     try:
-        problem = parse_problem(payload)
+        problem = fam.parse(payload)
     except InputValidationError as exc:
-        raise _located(exc, loc) from None
-    return len(problem.op_types), len(problem.widths)
+        raise located(exc, loc) from None
+    size = fam.size(problem)
+    check_graph_size(settings, size.ops, size.tensors, loc)
+    return problem
 
 
-def _layout_size(payload: Any, loc: Loc) -> tuple[int, int]:
+def admit(fam: Family, problem: Any, options: SolveOptions, payload_loc: Loc,
+          options_loc: Loc) -> None:
+    """The family's check of options against the problem; a fault whose location starts
+    with ``options`` concerns an option, any other the document."""
     try:
-        graph = parse_graph(payload)
+        fam.admit(problem, options)
     except InputValidationError as exc:
-        raise _located(exc, loc) from None
-    return len(graph.ops), len(graph.tensors)
+        issues = [Issue((*options_loc, *i.loc[1:]) if i.loc[:1] == ("options",)
+                        else (*payload_loc, *i.loc), i.msg, i.rule) for i in exc.issues]
+        raise InputValidationError(issues, exc.what) from None
 
 
-def _compare_graphs(payload: Any, settings: Settings, loc: Loc) -> tuple[list[GraphItem], int]:
-    """Every graph parsed and sized up front: a malformed one is a 422, not a failed pair."""
+def _solve(fam: Family, payload: Any, options: Any, settings: Settings, payload_loc: Loc,
+           options_loc: Loc, admitted: bool) -> Work:
+    opts = parse_options(fam.options, options, options_loc, f"{fam.name} options")
+    limit = time_limit(settings, opts.time_limit_s, (*options_loc, "time_limit_s")) \
+        or fam.default_time_limit_s(opts)
+    opts = opts.model_copy(update={"time_limit_s": limit})
+    problem = parse_document(fam, payload, settings, payload_loc)
+    if admitted:
+        admit(fam, problem, opts, payload_loc, options_loc)
+    return Work(fam.name, payload, opts.model_dump(mode="json", by_alias=True),
+                fam.size(problem).ops, limit, opts.deterministic)
+
+
+def family_option_issues(given: dict[str, dict[str, Any]], loc: Loc) -> list[Issue]:
+    """Each family's own options in a comparison, checked against its options model."""
+    issues = []
+    for name, values in given.items():
+        where = (*loc, "family_options", name)
+        if name not in FAMILIES:
+            issues.append(Issue(where, f"unknown problem family '{name[:100]}'; known: "
+                                f"{', '.join(FAMILIES)}", "family.unknown"))
+            continue
+        shared = sorted(COMMON_OPTIONS & values.keys())
+        if shared:
+            issues.append(Issue(where, f"{', '.join(shared)} apply to every graph: give "
+                                "them beside family_options", "options.shared"))
+            continue
+        fam = FAMILIES[name]
+        try:
+            fam.options.model_validate({"solver": fam.solvers[0], **values})
+        except ValidationError as exc:
+            issues += issues_from_pydantic(exc, where)
+    return issues
+
+
+def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
+             options_loc: Loc) -> Work:
+    """Every graph parsed, sized and admitted up front: a malformed one is a 4xx, not a
+    failed pair."""
+    opts = parse_options(CompareOptions, options, options_loc, "compare options")
+    limit = time_limit(settings, opts.time_limit_s, (*options_loc, "time_limit_s")) \
+        or COMPARE_TIME_LIMIT_S
+    opts = opts.model_copy(update={"time_limit_s": limit})
+    check_solvers(opts.solvers, opts.fail_if_worse)
+    issues = family_option_issues(opts.family_options, options_loc)
     try:
         items = ComparePayload.model_validate(payload).graphs
     except ValidationError as exc:
-        raise InputValidationError(issues_from_pydantic(exc, loc), "compare payload") from None
-    issues: list[Issue] = []
+        raise InputValidationError(issues + issues_from_pydantic(exc, payload_loc),
+                                   "compare payload") from None
     names: set[str] = set()
     largest = 0
     for i, item in enumerate(items):
-        where = (*loc, "graphs", i)
+        where = (*payload_loc, "graphs", i)
         if item.name in names:
             issues.append(Issue((*where, "name"), f"duplicate graph name '{item.name}'",
                                 "names.duplicate"))
         names.add(item.name)
         try:
-            family = detect_family(item.graph)
-            size = (_fusion_size if family == "fusion" else _layout_size)(item.graph, ())
+            fam = detect(item.graph)
+            problem = parse_document(fam, item.graph, settings, (*where, "graph"))
+            extra = opts.family_options.get(fam.name, {})
+            solver_options = fam.options.model_validate({
+                "solver": fam.solvers[0], "time_limit_s": limit, **extra})
+            admit(fam, problem, solver_options, (*where, "graph"),
+                  (*options_loc, "family_options", fam.name))
         except InputValidationError as exc:
-            issues += _located(exc, (*where, "graph")).issues
+            issues += exc.issues if exc.issues[0].loc[:len(where)] == where \
+                else located(exc, (*where, "graph")).issues
             continue
-        check_graph_size(settings, *size, (*where, "graph"))
-        largest = max(largest, size[0])
+        except ValidationError:
+            continue  # the family's options fault is already listed
+        largest = max(largest, fam.size(problem).ops)
     if issues:
-        raise InputValidationError(issues, "compare payload")
-    return items, largest
+        raise InputValidationError(issues, "compare request")
+    payload = {"graphs": [i.model_dump() for i in items]}
+    return Work(COMPARE, payload, opts.model_dump(mode="json"), largest, limit,
+                opts.deterministic)
 
 
-def _default_limit(kind: Kind, options: BaseModel) -> float:
-    if kind == "fusion" and options.solver == "cpsat":  # type: ignore[attr-defined]
-        return CPSAT_TIME_LIMIT_S
-    return FUSION_HEURISTIC_LIMIT_S if kind == "fusion" else LAYOUT_TIME_LIMIT_S
-
-
-def accept(kind: Kind, payload: Any, options: Any, settings: Settings,
-           payload_loc: Loc = ("payload",), options_loc: Loc = ("options",)) -> Work:
-    """Validate, size and normalize a request, or raise a 422 / 413 naming the fault."""
-    opts = parse_options(kind, options if options is not None else {}, options_loc)
-    known = KIND_SOLVERS.get(kind)
-    if known is not None and opts.solver not in known:  # type: ignore[attr-defined]
-        raise InputValidationError([Issue(
-            (*options_loc, "solver"), f"unknown solver '{opts.solver}'; known: "  # type: ignore[attr-defined]
-            f"{', '.join(known)}", "solver.unknown")], "request")
-    asked = opts.time_limit_s  # type: ignore[attr-defined]
-    limit = time_limit(settings, asked, (*options_loc, "time_limit_s")) or _default_limit(
-        kind, opts)
-    opts = opts.model_copy(update={"time_limit_s": limit})
-    if isinstance(opts, LayoutOptions):
-        check_configs(settings, opts.max_configs, (*options_loc, "max_configs"))
-    if isinstance(opts, CompareOptions):
-        check_solvers(opts.solvers, opts.fail_if_worse)
-        items, ops = _compare_graphs(payload, settings, payload_loc)
-        payload = {"graphs": [i.model_dump() for i in items]}
-    else:
-        ops, tensors = (_fusion_size if kind == "fusion" else _layout_size)(payload, payload_loc)
-        check_graph_size(settings, ops, tensors, payload_loc)
-    dumped = opts.model_dump(mode="json", by_alias=True)
-    return Work(kind, payload, dumped, ops, limit)
+def accept(kind: str, payload: Any, options: Any, settings: Settings,
+           payload_loc: Loc = ("payload",), options_loc: Loc = ("options",),
+           admitted: bool = True) -> Work:
+    """Validate, size, admit and normalize a request, or raise a 4xx naming the fault.
+    ``admitted=False`` leaves the family's admission check (options against the problem,
+    milliseconds of analysis) to the worker: a synchronous solve gets the same 422 on the
+    same request, without that work in the server process."""
+    if kind == COMPARE:
+        return _compare(payload, options, settings, payload_loc, options_loc)
+    return _solve(family(kind), payload, options, settings, payload_loc, options_loc,
+                  admitted)

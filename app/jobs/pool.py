@@ -2,30 +2,37 @@
 
 ``pebble`` gives what a long-running service needs from a process pool: a per-task hard
 deadline, cancellation of a running task (its process is killed), and a crashed or killed
-worker replaced while every other task goes on.
+worker replaced while every other task goes on. A pool that breaks anyway (pebble stops
+for good when its result pipe fails) is rebuilt before the next task; the task that found
+it broken answers 503 naming the cause, and ``/healthz`` says ``degraded`` until a
+rebuild succeeds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pebble import ProcessExpired, ProcessPool
 
 from app.jobs.work import limit_memory
+from solver.deadline import Deadline
 
 GRACE_S = 30.0
+log = logging.getLogger("layoutsat.pool")
 
 
-def hard_deadline_s(time_limit_s: float) -> float:
-    """Solvers stop at their limit themselves; the process is killed only well past it
-    (model building and evaluation get the grace)."""
-    return time_limit_s + max(GRACE_S, time_limit_s)
+def hard_deadline_s(deadline: Deadline) -> float:
+    """Solvers stop at their deadline themselves; the process is killed only well past it
+    (model building and evaluation get the grace), counted from now."""
+    return deadline.remaining() + max(GRACE_S, deadline.limit_s)
 
 
 class SolveFailed(Exception):
@@ -36,13 +43,17 @@ class SolveFailed(Exception):
         self.reason = reason
         self.status = status
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason, self.status))
 
-def failure(exc: BaseException, time_limit_s: float, memory_mb: int) -> SolveFailed:
+
+def failure(exc: BaseException, limit_s: float, memory_mb: int) -> SolveFailed:
     """What went wrong in a worker, in words a client can act on."""
+    if isinstance(exc, SolveFailed):
+        return exc
     if isinstance(exc, FutureTimeout):
-        return SolveFailed(f"no solution within the time limit: the solve was stopped after "
-                           f"{hard_deadline_s(time_limit_s):.0f} s (time limit "
-                           f"{time_limit_s:g} s plus grace)", 504)
+        return SolveFailed(f"no answer within the time limit: the solve was stopped well past "
+                           f"its limit of {limit_s:g} s", 504)
     if isinstance(exc, MemoryError):
         return SolveFailed(f"the solve needed more than the worker memory limit of "
                            f"{memory_mb} MiB (LAYOUTSAT_WORKER_MEMORY_MB)", 413)
@@ -51,7 +62,10 @@ def failure(exc: BaseException, time_limit_s: float, memory_mb: int) -> SolveFai
                            "replaced it", 503)
     if isinstance(exc, CancelledError):
         return SolveFailed("cancelled", 409)
-    return SolveFailed(f"the solver failed: {type(exc).__name__}: {exc}", 500)
+    if isinstance(exc, BrokenProcessPool | RuntimeError):
+        return SolveFailed(f"the worker pool broke ({type(exc).__name__}: {exc}); it is "
+                           "being rebuilt, retry", 503)
+    return SolveFailed(f"the worker failed: {type(exc).__name__}: {exc}", 500)
 
 
 class SolvePool:
@@ -60,11 +74,22 @@ class SolvePool:
     def __init__(self, size: int, memory_mb: int):
         self.size = size
         self.memory_mb = memory_mb
+        self.rebuilds = 0
+        self._broken = False
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._pool = ProcessPool(max_workers=size,
-                                 context=multiprocessing.get_context("forkserver"),
-                                 initializer=limit_memory, initargs=(memory_mb << 20,))
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPool:
+        return ProcessPool(max_workers=self.size,
+                           context=multiprocessing.get_context("forkserver"),
+                           initializer=limit_memory, initargs=(self.memory_mb << 20,))
+
+    @property
+    def healthy(self) -> bool:
+        """False from a task that found the pool broken until the rebuild (a flag: pebble's
+        own ``active`` check stalled the event loop for 100-200 ms under load)."""
+        return not self._broken
 
     @property
     def in_flight(self) -> int:
@@ -75,28 +100,55 @@ class SolvePool:
     def busy(self) -> int:
         return min(self._in_flight, self.size)
 
-    def submit(self, fn: Callable[..., Any], args: tuple, time_limit_s: float) -> Future:
+    def _usable(self, rebuild: bool = False) -> ProcessPool:
+        """The pool, rebuilt first if a task found it broken (or ``rebuild``)."""
+        with self._lock:
+            if self._broken or rebuild:
+                log.error("worker pool broken; rebuilding it")
+                broken, self._pool = self._pool, self._new_pool()
+                self._broken = False
+                self.rebuilds += 1
+                threading.Thread(target=_stop, args=(broken,), daemon=True).start()
+            return self._pool
+
+    def submit(self, fn: Callable[..., Any], args: tuple, deadline: Deadline) -> Future:
+        pool = self._usable()
         with self._lock:
             self._in_flight += 1
-        future = self._pool.schedule(fn, args=args, timeout=hard_deadline_s(time_limit_s))
+        try:
+            future = pool.schedule(fn, args=args, timeout=hard_deadline_s(deadline))
+        except RuntimeError:  # broke, and no task has told yet
+            self._finished(None)
+            pool = self._usable(rebuild=True)
+            with self._lock:
+                self._in_flight += 1
+            future = pool.schedule(fn, args=args, timeout=hard_deadline_s(deadline))
         future.add_done_callback(self._finished)
         return future
 
-    def _finished(self, _future: Future) -> None:
+    def _finished(self, future: Future | None) -> None:
         with self._lock:
             self._in_flight -= 1
+            if future is not None and not future.cancelled() and isinstance(
+                    future.exception(), BrokenProcessPool):
+                self._broken = True
 
-    async def run(self, fn: Callable[..., Any], args: tuple, time_limit_s: float) -> Any:
+    async def run(self, fn: Callable[..., Any], args: tuple, deadline: Deadline) -> Any:
         """Await a task without blocking the event loop; a failure raises SolveFailed."""
-        future = self.submit(fn, args, time_limit_s)
+        future = self.submit(fn, args, deadline)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             future.cancel()  # the client went away: free the worker
             raise
         except Exception as exc:
-            raise failure(exc, time_limit_s, self.memory_mb) from None
+            raise failure(exc, deadline.limit_s, self.memory_mb) from None
 
-    def close(self) -> None:
-        self._pool.stop()
-        self._pool.join(timeout=10)
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Kill the workers (running tasks end at once) and wait at most ``timeout_s``."""
+        _stop(self._pool, timeout_s)
+
+
+def _stop(pool: ProcessPool, timeout_s: float = 10.0) -> None:
+    pool.stop()
+    pool.join(timeout=timeout_s)

@@ -98,14 +98,22 @@ class JobStore:
 
     def create(self, kind: str, client: str, payload: Any, options: dict[str, Any],
                cache_key: str, result: str | None = None, cached: bool = False,
-               running: bool = False) -> JobRow:
+               running: bool = False, max_active: int | None = None) -> JobRow | None:
         """A queued job; with ``result`` (JSON text, from the cache) one already done;
-        ``running``: one the caller runs itself (a restart re-queues it like any other)."""
+        ``running``: one the caller runs itself (a restart re-queues it like any other).
+        With ``max_active``: None, and nothing stored, when the client already has that
+        many queued or running jobs (checked and inserted in one transaction)."""
         now = time.time()
         job_id = uuid.uuid4().hex
         done = result is not None
         state = "done" if done else "running" if running else "queued"
         with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            if max_active is not None and not done and db.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE client = ? AND state IN "
+                    "('queued', 'running')", (client,)).fetchone()[0] >= max_active:
+                db.execute("ROLLBACK")
+                return None
             db.execute(
                 "INSERT INTO jobs (id, kind, client, state, payload, options, cache_key, "
                 "created, started, finished, attempts, result, cached) "
@@ -113,9 +121,8 @@ class JobStore:
                 (job_id, kind, client, state, json.dumps(payload), json.dumps(options),
                  cache_key, now, now if state != "queued" else None, now if done else None,
                  int(state != "queued"), result, int(cached)))
-        job = self.get(job_id)
-        assert job is not None
-        return job
+            db.execute("COMMIT")
+        return self.get(job_id)
 
     def get(self, job_id: str) -> JobRow | None:
         with self._db() as db:
@@ -178,6 +185,20 @@ class JobStore:
             db.execute("COMMIT")
         return requeued, failed
 
+    def requeue_running(self, ids: list[str] | None = None) -> int:
+        """Jobs stopped by a shutdown go back to the queue (all running jobs, or those of
+        ``ids``); unlike a crash's, such a start never makes a job fail."""
+        where = "state = 'running'"
+        args: tuple[Any, ...] = ()
+        if ids is not None:
+            if not ids:
+                return 0
+            where += f" AND id IN ({','.join('?' * len(ids))})"
+            args = tuple(ids)
+        with self._db() as db:
+            return db.execute("UPDATE jobs SET state = 'queued', progress = NULL, started = "
+                              f"NULL WHERE {where}", args).rowcount
+
     def expire(self, older_than_s: float) -> list[str]:
         """Delete finished jobs and cached results older than ``older_than_s``; the ids of
         the jobs deleted (their files are the caller's to remove)."""
@@ -192,12 +213,6 @@ class JobStore:
             db.execute("DELETE FROM cache WHERE created < ?", (cutoff,))
             db.execute("COMMIT")
         return gone
-
-    def active_for(self, client: str) -> int:
-        """Queued and running jobs of one client."""
-        with self._db() as db:
-            return db.execute("SELECT COUNT(*) FROM jobs WHERE client = ? AND state IN "
-                              "('queued', 'running')", (client,)).fetchone()[0]
 
     def counts(self) -> dict[str, int]:
         with self._db() as db:

@@ -1,64 +1,96 @@
-"""What a worker process runs: one fusion or layout solve from accepted JSON to result JSON.
+"""What a worker process runs: one solve of any family, from accepted JSON to result JSON.
 
-These functions are sent to the pool by name, take and return plain JSON, and are the
-only place a solve happens for the service (synchronous routes and jobs alike).
+``run_solve`` is sent to the pool by name, takes and returns plain data, and never raises
+for a fault of the input or of a solver: what comes back is a ``Finished`` answer or a
+``Refused`` one (status and body), so nothing unpicklable ever crosses the pool's pipe.
+It is the only place a solve happens for the service (synchronous routes and jobs alike).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import resource
 import time
+import traceback
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from app.jobs.kinds import admit
 from app.jobs.store import JobStore
-from models.device import DeviceSpec
-from models.fusion import parse_problem
-from models.layout import parse_graph
-from solver import progress
-from solver.fusion.solvers import solve as solve_fusion_problem
-from solver.layout import solve as solve_layout_graph
+from models.errors import InputValidationError, Loc
+from solver.deadline import Deadline
+from solver.families import family
 
 GOOD_STATUSES = ("optimal", "feasible")
+CACHE_WAIT_S = 2.0
+"""A solve that waited longer than this (or a tenth of its time limit, if more) for a
+worker is answered but not cached: a later request may get a better answer."""
+
+log = logging.getLogger("layoutsat.worker")
 
 
-class Solved(NamedTuple):
+class Finished(NamedTuple):
     """A solve's status and its answer already serialized, so the server process only
-    passes the bytes on (serializing in the server would slow every other request)."""
+    passes the bytes on; ``cacheable``: it ran with its whole time limit."""
 
     status: str
     body: str
+    cacheable: bool
 
 
-def solve_fusion(payload: Any, options: dict[str, Any]) -> Solved:
-    problem = parse_problem(payload)
-    extra = {k: v for k, v in options.items() if k != "solver"}
-    result = solve_fusion_problem(problem, options["solver"], **extra)
-    return Solved(result.status, result.model_dump_json())
+class Refused(NamedTuple):
+    """A solve that gave no answer: the HTTP status a synchronous route answers with and
+    a JSON body (``detail``, and ``errors`` for an input fault)."""
+
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def reason(self) -> str:
+        detail = str(self.body.get("detail", ""))
+        errors = self.body.get("errors") or []
+        return detail + "".join(f"; {e.get('path', '$')}: {e.get('msg')}" for e in errors)
 
 
-def solve_layout(payload: Any, options: dict[str, Any]) -> Solved:
-    graph = parse_graph(payload)
-    device = options["device"]
-    if isinstance(device, dict):
-        device = DeviceSpec.model_validate(device)
-    plan = solve_layout_graph(graph, options["solver"], device,
-                              time_limit_s=options["time_limit_s"],
-                              seed=options["seed"], workers=options["workers"],
-                              max_configs=options["max_configs"], explain=options["explain"])
-    return Solved(plan.status, plan.model_dump_json(by_alias=True))
+Outcome = Finished | Refused
 
 
-SOLVES = {"fusion": solve_fusion, "layout": solve_layout}
+def run_solve(kind: str, payload: Any, options: dict[str, Any], deadline: Deadline,
+              job: tuple[str, str] | None = None, admit_at: tuple[Loc, Loc] | None = None
+              ) -> Outcome:
+    """Parse, solve within ``deadline`` and serialize; ``job`` (database, job id) makes the
+    solver's progress visible on the job while it runs; ``admit_at`` (where the document
+    and the options sit in the request): run the family's admission check first."""
+    try:
+        fam = family(kind)
+        problem = fam.parse(payload)
+        opts = fam.options.model_validate(options)
+        if admit_at is not None:
+            admit(fam, problem, opts, *admit_at)
+        waited = deadline.limit_s - deadline.remaining()
+        full = waited <= max(CACHE_WAIT_S, 0.1 * deadline.limit_s)
+        sink = JobProgress(JobStore(Path(job[0])), job[1]) if job else None
+        solved = fam.solve(problem, opts, deadline, sink)
+        return Finished(solved.status, solved.body(), full)
+    except InputValidationError as exc:
+        return Refused(422, exc.as_dict())
+    except MemoryError:
+        return Refused(413, {"detail": "the solve needed more memory than this worker may "
+                             "use (LAYOUTSAT_WORKER_MEMORY_MB)"})
+    except Exception as exc:  # a fault of ours: reported, and the worker stays usable
+        log.error("solver failed", extra={"fields": {"kind": kind, "error": repr(exc),
+                                                      "trace": traceback.format_exc()}})
+        return Refused(500, {"detail": f"the solver failed: {type(exc).__name__}: {exc}"})
 
 
 PROGRESS_EVERY_S = 0.5
 
 
 class JobProgress:
-    """The solver's progress reports (``solver.progress``) written to the job's row, at
-    most every ``PROGRESS_EVERY_S``, with the worker's pid and start time."""
+    """The solver's progress reports written to the job's row, at most every
+    ``PROGRESS_EVERY_S``, with the worker's pid and start time."""
 
     def __init__(self, store: JobStore, job_id: str):
         self.store = store
@@ -76,18 +108,32 @@ class JobProgress:
             self.store.progress(self.job_id, self.shown)
 
 
-def run_job(kind: str, payload: Any, options: dict[str, Any], db: str, job_id: str) -> Solved:
-    """A job's solve, its progress visible on the job while it runs."""
-    progress.install(JobProgress(JobStore(Path(db)), job_id))
-    try:
-        return SOLVES[kind](payload, options)
-    finally:
-        progress.install(None)
-
-
 def limit_memory(max_bytes: int) -> None:
     """Pool initializer: cap the worker's data memory (heap and private mappings; not the
     address space, which thread stacks and allocator arenas inflate far beyond what a solve
     uses), so a runaway solve raises MemoryError or dies alone."""
     if max_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (max_bytes, max_bytes))
+
+
+def run_import(path: str, options: Any) -> Outcome:
+    """An ONNX model streamed to ``path`` (deleted here) as a layout graph and its report."""
+    from app.onnx_support import importer
+
+    try:
+        module = importer()
+        result = module.import_onnx(Path(path).read_bytes(), options)
+        graph = {"format": "layoutsat-graph", "version": 1, **result.graph.model_dump(
+            mode="json", by_alias=True, exclude_defaults=True)}
+        return Finished("done", json.dumps({"graph": graph, "report": result.report}), False)
+    except InputValidationError as exc:
+        return Refused(422, exc.as_dict())
+    except MemoryError:
+        return Refused(413, {"detail": "the import needed more memory than this worker may "
+                             "use (LAYOUTSAT_WORKER_MEMORY_MB)"})
+    except Exception as exc:  # a fault of ours
+        log.error("import failed", extra={"fields": {"error": repr(exc),
+                                                      "trace": traceback.format_exc()}})
+        return Refused(500, {"detail": f"the import failed: {type(exc).__name__}: {exc}"})
+    finally:
+        Path(path).unlink(missing_ok=True)

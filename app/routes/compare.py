@@ -1,41 +1,44 @@
-"""``/v1/compare``: a batch of graphs through the solvers, inline or as a polled job.
+"""``/v1/compare``: a batch of graphs through the solvers, as a job of kind ``compare``.
 
-A background comparison is a job of kind ``compare`` (``/v1/jobs``), stored and run like
-every other job; an inline one is stored as a finished job, so its report and plots are
-downloadable the same way.
+Every comparison is a job (``/v1/jobs``), stored and run by the dispatcher like every
+other. ``POST /v1/compare`` waits for it at most ``LAYOUTSAT_SYNC_COMPARE_BUDGET_S`` and
+answers 200 with the results when it finished by then, else 202 with the job to poll (the
+batch goes on); ``background: true`` answers 202 at once.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal
+import asyncio
+import time
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import FileResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from app.jobs.compare_work import batch_for, run_compare
-from app.jobs.kinds import MAX_GRAPHS as MAX_GRAPHS
-from app.jobs.kinds import CompareOptions, GraphItem, accept
-from app.jobs.store import JobRow
-from app.service import Service, client_of, service_of
+from app.auth import Caller
+from app.body import JsonBody, json_body
+from app.jobs.compare_work import batch_for
+from app.jobs.kinds import COMPARE, MAX_GRAPHS, CompareOptions, GraphItem, Work, accept
+from app.jobs.store import FINISHED, JobRow
+from app.routes.families import body_schema
+from app.routes.responses import INPUT, responses
+from app.service import Service, caller_of, service_of, url_for
+from app.settings import Settings
+from models.errors import InputValidationError, issues_from_pydantic
 from solver.compare.batch import tasks_for
 
 router = APIRouter(prefix="/v1/compare", tags=["compare"])
 
-SYNC_BUDGET_S = 30.0
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    413: {"description": "a graph beyond the service's size limits"},
-    422: {"description": "Invalid input: every fault with its JSON path and rule"},
-    429: {"description": "too many queued or running jobs for this client"},
-}
+POLL_S = 0.2
 
 
 class CompareRequest(CompareOptions):
     graphs: list[GraphItem] = Field(min_length=1, max_length=MAX_GRAPHS)
-    background: bool | None = Field(
-        default=None, description="run as a job to poll; default: when the batch could take "
-        f"more than {SYNC_BUDGET_S:g} s")
+    background: bool = Field(
+        default=False, description="answer 202 with the job at once; otherwise wait for "
+        "the results up to the service's budget (LAYOUTSAT_SYNC_COMPARE_BUDGET_S)")
 
 
 class CompareJob(BaseModel):
@@ -57,66 +60,66 @@ def _pairs(service: Service, job: JobRow) -> int:
 def _view(service: Service, job: JobRow, request: Request) -> CompareJob:
     result = job.result if isinstance(job.result, dict) else None
     total = _pairs(service, job)
-    base = str(request.url_for("compare_file", job_id=job.id, path=""))
+    files = [url_for(request, "compare_file", job_id=job.id, path=f)
+             for f in result["files"]] if result else []
     return CompareJob(
         id=job.id, state=job.state, total=total, error=job.error,
         done=total if job.state == "done" else (job.progress or {}).get("done", 0),
         summary=result["summary"] if result else None, gate=result["gate"] if result else None,
-        records=result["records"] if result else None,
-        files=[base + f for f in result["files"]] if result else [])
+        records=result["records"] if result else None, files=files)
 
 
-@router.post("", response_model=CompareJob, responses={
-    **ERROR_RESPONSES, 202: {"description": "accepted as a background job; poll its id"}},
-    summary="Compare solvers on a batch of graphs")
-def compare(body: CompareRequest, request: Request, response: Response) -> CompareJob:
-    """Small batches answer inline; larger ones (or ``background: true``) answer 202 with
-    a job id to poll at ``GET /v1/compare/{id}`` (or ``/v1/jobs/{id}``)."""
+@router.post("", response_model=CompareJob, responses=responses(
+    *INPUT, 429, s202={"model": CompareJob, "description": "running as a background job; "
+                       "poll its id"}),
+    summary="Compare solvers on a batch of graphs",
+    openapi_extra=body_schema(CompareRequest))
+async def compare(request: Request, response: Response,
+                  body: Annotated[JsonBody, Depends(json_body)],
+                  caller: Annotated[Caller, Depends(caller_of)]) -> CompareJob:
+    """The results when the batch finishes within the service's budget; else 202 and a
+    ``Location`` to poll at ``GET /v1/compare/{id}`` (or ``/v1/jobs/{id}``)."""
     service = service_of(request)
-    options = body.model_dump(mode="json", exclude={"graphs", "background"})
-    work = accept("compare", {"graphs": [g.model_dump() for g in body.graphs]}, options,
-                  service.settings, (), ())
-    processes = service.settings.compare_jobs
-    pairs = len(tasks_for(batch_for(work.payload, work.options, processes)))
-    estimate = pairs * work.time_limit_s / processes
-    background = body.background if body.background is not None else estimate > SYNC_BUDGET_S
-    if background:
-        job = service.submit(work, client_of(request))
+    asked, work = await run_in_threadpool(_accept, body, service.settings)
+    job = await run_in_threadpool(service.submit, work, caller)
+    ends = time.monotonic() + (0 if asked.background else service.settings.sync_compare_budget_s)
+    while job.state not in FINISHED and time.monotonic() < ends:
+        await asyncio.sleep(POLL_S)
+        job = await run_in_threadpool(service.job_of, caller, job.id)
+    if job.state not in FINISHED:
         response.status_code = 202
-        response.headers["Location"] = str(request.url_for("compare_job", job_id=job.id))
-        return _view(service, job, request)
-    job = service.store.create("compare", client_of(request), work.payload, work.options,
-                               work.cache_key, running=True)
+        response.headers["Location"] = url_for(request, "compare_job", job_id=job.id)
+    return _view(service, job, request)
+
+
+def _accept(body: JsonBody, settings: Settings) -> tuple[CompareRequest, Work]:
     try:
-        result = run_compare(work.payload, work.options, processes, service.compare_dir(job.id))
-    except Exception as exc:  # recorded on the job, then the 500 it is
-        service.store.fail(job.id, f"{type(exc).__name__}: {exc}")
-        raise
-    service.store.finish(job.id, json.dumps(result))
-    return _view(service, _found(service, job.id), request)
-
-
-def _found(service: Service, job_id: str) -> JobRow:
-    job = service.store.get(job_id)
-    if job is None or job.kind != "compare":
-        raise HTTPException(404, f"no compare job '{job_id}'")
-    return job
+        asked = CompareRequest.model_validate(body.parse())
+    except ValidationError as exc:
+        raise InputValidationError(issues_from_pydantic(exc), "compare request") from None
+    options = asked.model_dump(mode="json", exclude={"graphs", "background"})
+    graphs = {"graphs": [g.model_dump() for g in asked.graphs]}
+    return asked, accept(COMPARE, graphs, options, settings, (), ())
 
 
 @router.get("/{job_id}", response_model=CompareJob, name="compare_job",
+            responses=responses(401, 404),
             summary="A compare job's progress and, once done, its results")
-def compare_job(job_id: str, request: Request) -> CompareJob:
+def compare_job(job_id: str, request: Request,
+                caller: Annotated[Caller, Depends(caller_of)]) -> CompareJob:
     service = service_of(request)
-    return _view(service, _found(service, job_id), request)
+    return _view(service, service.job_of(caller, job_id, COMPARE), request)
 
 
 @router.get("/{job_id}/files/{path:path}", name="compare_file",
+            responses=responses(401, 404),
             summary="Download a finished job's report.md, results.json or a plot")
-def compare_file(job_id: str, path: str, request: Request) -> FileResponse:
+def compare_file(job_id: str, path: str, request: Request,
+                 caller: Annotated[Caller, Depends(caller_of)]) -> FileResponse:
     service = service_of(request)
-    job = _found(service, job_id)
+    job = service.job_of(caller, job_id, COMPARE)
     files = job.result["files"] if isinstance(job.result, dict) else []
     if path not in files:
         listed = ", ".join(files) if files else "none yet"
-        raise HTTPException(404, f"job '{job_id}' has no file '{path}'; files: {listed}")
+        raise HTTPException(404, f"job '{job_id}' has no file '{path[:200]}'; files: {listed}")
     return FileResponse(service.compare_dir(job_id) / path)

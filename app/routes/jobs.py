@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from app.jobs.kinds import Kind, accept
+from app.auth import Caller
+from app.body import JsonBody, json_body
+from app.jobs.kinds import COMPARE, Work, accept
 from app.jobs.store import JobRow, JobState
-from app.service import client_of, service_of
+from app.routes.families import body_schema
+from app.routes.responses import INPUT, responses
+from app.service import caller_of, service_of, url_for
+from app.settings import Settings
+from models.errors import InputValidationError, issues_from_pydantic
+from solver.families import FAMILIES
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    413: {"description": "a graph beyond the service's size limits"},
-    422: {"description": "Invalid input: every fault with its JSON path and rule"},
-    429: {"description": "too many queued or running jobs for this client"},
-}
+KINDS = (*FAMILIES, COMPARE)
 
 
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Kind = Field(description="fusion: a contest problem; layout: a layoutsat-graph; "
-                       "compare: {graphs: [{name, graph}]}")
+    kind: str = Field(description=f"one of {list(KINDS)}: a problem family (the payload is "
+                      "its document) or compare ({graphs: [{name, graph}]})")
     payload: dict[str, Any] = Field(description="the problem, graph or batch")
     options: dict[str, Any] = Field(
         default_factory=dict, description="as the synchronous route of the kind takes them "
@@ -46,7 +50,7 @@ class Progress(BaseModel):
 
 class JobView(BaseModel):
     id: str
-    kind: Kind
+    kind: str
     state: JobState
     created: float = Field(description="Unix time")
     started: float | None = None
@@ -70,44 +74,51 @@ def view(job: JobRow) -> JobView:
         objective=shown.get("objective") if running else result.get(
             "objective", stats.get("objective")),
         bound=shown.get("bound") if running else result.get("bound", stats.get("best_bound")))
-    return JobView(id=job.id, kind=job.kind, state=job.state, created=job.created,  # type: ignore[arg-type]
+    return JobView(id=job.id, kind=job.kind, state=job.state, created=job.created,
                    started=job.started, finished=job.finished, attempts=job.attempts,
                    cached=job.cached, progress=progress, error=job.error, result=job.result)
 
 
-@router.post("", status_code=202, response_model=JobView, responses=ERROR_RESPONSES,
-             summary="Submit a solve as a job")
-def submit(body: JobRequest, request: Request, response: Response) -> JobView:
+@router.post("", status_code=202, response_model=JobView, responses=responses(*INPUT, 429),
+             summary="Submit a solve as a job",
+             openapi_extra=body_schema(JobRequest))
+async def submit(request: Request, response: Response,
+                 body: Annotated[JsonBody, Depends(json_body)],
+                 caller: Annotated[Caller, Depends(caller_of)]) -> JobView:
     """Accepted jobs are stored before this answers, so a restart never loses one; poll the
     ``Location``. A result already in the cache makes the job done at once."""
     service = service_of(request)
-    work = accept(body.kind, body.payload, body.options, service.settings)
-    job = service.submit(work, client_of(request))
-    response.headers["Location"] = str(request.url_for("job", job_id=job.id))
+    work = await run_in_threadpool(_accept, body, service.settings)
+    job = await run_in_threadpool(service.submit, work, caller)
+    response.headers["Location"] = url_for(request, "job", job_id=job.id)
     return view(job)
 
 
-def _found(request: Request, job_id: str) -> JobRow:
-    job = service_of(request).store.get(job_id)
-    if job is None:
-        raise HTTPException(404, f"no job '{job_id}' (finished jobs expire after "
-                                 "LAYOUTSAT_RESULT_TTL_S)")
-    return job
+def _accept(body: JsonBody, settings: Settings) -> Work:
+    try:
+        job_request = JobRequest.model_validate(body.parse())
+    except ValidationError as exc:
+        raise InputValidationError(issues_from_pydantic(exc), "job request") from None
+    return accept(job_request.kind, job_request.payload, job_request.options, settings)
 
 
-@router.get("/{job_id}", response_model=JobView, name="job", responses={404: {}},
+@router.get("/{job_id}", response_model=JobView, name="job",
+            responses=responses(401, 404),
             summary="A job's state, progress and, once done, its result")
-def job(job_id: str, request: Request) -> JobView:
-    return view(_found(request, job_id))
+def job(job_id: str, request: Request,
+        caller: Annotated[Caller, Depends(caller_of)]) -> JobView:
+    return view(service_of(request).job_of(caller, job_id))
 
 
-@router.delete("/{job_id}", response_model=JobView, responses={404: {}, 409: {}},
+@router.delete("/{job_id}", response_model=JobView,
+               responses=responses(401, 404, 409),
                summary="Cancel a queued or running job")
-def cancel(job_id: str, request: Request) -> JobView:
+def cancel(job_id: str, request: Request,
+           caller: Annotated[Caller, Depends(caller_of)]) -> JobView:
     """A running solve's worker is killed (the pool replaces it); a finished job is a 409."""
     service = service_of(request)
-    found = _found(request, job_id)
+    found = service.job_of(caller, job_id)
     if not service.store.cancel(job_id):
         raise HTTPException(409, f"job '{job_id}' already finished ({found.state})")
     service.dispatcher.cancel(job_id)
-    return view(_found(request, job_id))
+    return view(service.job_of(caller, job_id))

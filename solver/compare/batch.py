@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from models.errors import InputValidationError, Issue
-from solver.compare import plots, report
+from solver.compare import report
 from solver.compare.backends import Record, Runner, run_local, run_ray
 from solver.compare.discover import GraphDoc
 from solver.compare.summary import REFERENCE, gate, succeeded, summarize
@@ -166,6 +166,8 @@ def run_batch(batch: Batch, out: Path, on_record: Callable[[Record], None] | Non
     verdict = gate(records, batch.fail_if_worse) if batch.fail_if_worse else None
     summary = summarize(records)
     store.flush(records, {"summary": summary, "gate": verdict})
+    from solver.compare import plots  # matplotlib: 1 s of start-up no other command needs
+
     files = [RESULTS, REPORT, *plots.render_all(records, out / PLOTS)]
     options = {**asdict(batch.options), "solvers": ",".join(batch.solvers or ["all"])}
     (out / REPORT).write_text(report.render(records, options, verdict, files[2:]))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from models.errors import InputValidationError
-from models.family import Family, detect_family
+from solver.families import detect
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,8 @@ class GraphDoc:
 
     graph: str
     data: Any = None
-    family: Family | None = None
+    family: str | None = None
+    """The family's name (``solver.families``)."""
     error: str | None = None
 
 
@@ -55,7 +56,7 @@ def load(path: Path, graph: str) -> GraphDoc:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return GraphDoc(graph, error=f"{path} is not JSON: {exc}")
     try:
-        return GraphDoc(graph, data, detect_family(data))
+        return GraphDoc(graph, data, detect(data).name)
     except InputValidationError as exc:
         return GraphDoc(graph, data, error=exc.issues[0].msg)
 
@@ -76,7 +77,7 @@ def discover(specs: list[str]) -> tuple[list[GraphDoc], list[str]]:
                 continue
             doc = load(path, _display(path))
             if doc.family is None and doc.data is not None and not explicit:
-                notes.append(f"skipped {doc.graph}: neither a fusion problem nor a layout graph")
+                notes.append(f"skipped {doc.graph}: a document of no known problem family")
                 continue
             seen.add(path.resolve())
             docs.append(doc)

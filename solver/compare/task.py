@@ -16,21 +16,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from models.errors import InputValidationError
-from models.family import Family
-from models.fusion import ReductionCost, parse_problem
-from models.layout import parse_graph, parse_plan
-from solver.fusion import solvers as fusion_solvers
-from solver.fusion.evaluate import evaluate as evaluate_fusion
-from solver.fusion.problem import Rules
-from solver.layout import SOLVERS as LAYOUT_SOLVERS
-from solver.layout import solve as solve_layout
-from solver.layout.evaluate import evaluate as evaluate_layout
-from solver.layout.problem import analyze
+from solver.deadline import Deadline
+from solver.families import FAMILIES
+from solver.family import InvalidAnswer, Solved, evaluate_options_for
 
-FAMILY_SOLVERS: dict[Family, tuple[str, ...]] = {
-    "fusion": tuple(fusion_solvers.SOLVERS),
-    "layout": tuple(LAYOUT_SOLVERS),
-}
+FAMILY_SOLVERS: dict[str, tuple[str, ...]] = {
+    name: family.solvers for name, family in FAMILIES.items()}
 FAILED_STATUSES = ("error", "timeout", "invalid")
 CLAIM_TOLERANCE = 1e-6
 
@@ -44,19 +35,28 @@ def _package_version() -> str:
 
 @dataclass(frozen=True)
 class Options:
-    """Solve options shared by every pair of a batch; part of each pair's cache key."""
+    """Solve options shared by every pair of a batch; part of each pair's cache key.
+    ``family_options`` holds, per family, the values of its own option fields (a layout
+    ``device``, a fusion ``reduction_cost``)."""
 
     time_limit_s: float = 10.0
     seed: int = 0
-    device: str | None = None
-    reduction_cost: ReductionCost = "per_native_k"
     workers: int = 1
+    deterministic: bool = False
+    family_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_family(self, name: str, solver: str) -> Any:
+        """The family's validated options object for one solver."""
+        return FAMILIES[name].options.model_validate({
+            "solver": solver, "time_limit_s": self.time_limit_s, "seed": self.seed,
+            "workers": self.workers, "deterministic": self.deterministic,
+            **self.family_options.get(name, {})})
 
 
 @dataclass(frozen=True)
 class Task:
     graph: str
-    family: Family | None
+    family: str | None
     data: Any
     solver: str
     options: Options = field(default_factory=Options)
@@ -78,8 +78,7 @@ def blank_record(task: Task) -> dict[str, Any]:
     return {"graph": task.graph, "family": task.family, "solver": task.solver,
             "key": task.key, "status": "error", "total_latency": None, "bound": None,
             "gap": None, "wall_time_s": 0.0, "valid": False, "error": task.load_error,
-            "device": task.options.device if task.family == "layout" else None,
-            "reduction_cost": task.options.reduction_cost if task.family == "fusion" else None,
+            "options": task.options.family_options.get(task.family or "", {}),
             "answer": None}
 
 
@@ -90,10 +89,9 @@ def run_task(task: Task) -> dict[str, Any]:
         return record
     started = time.perf_counter()
     try:
-        if task.family == "fusion":
-            record.update(_fusion(task))
-        else:
-            record.update(_layout(task))
+        record.update(_solve_and_check(task))
+    except InvalidAnswer as exc:
+        record.update(status="invalid", error=str(exc))
     except InputValidationError as exc:
         record["error"] = f"invalid {exc.what}: " + "; ".join(str(i) for i in exc.issues)
     except Exception as exc:  # a solver crash is recorded; the batch goes on
@@ -107,45 +105,28 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= CLAIM_TOLERANCE * max(1.0, abs(a), abs(b))
 
 
-def _fusion(task: Task) -> dict[str, Any]:
-    problem = parse_problem(task.data)
-    opts = task.options
-    try:
-        result = fusion_solvers.solve(problem, task.solver, time_limit_s=opts.time_limit_s,
-                                      reduction_cost=opts.reduction_cost, seed=opts.seed,
-                                      workers=opts.workers)
-    except fusion_solvers.SolverBug as exc:
-        return {"status": "invalid", "error": str(exc)}
-    verdict = evaluate_fusion(problem, result.solution, Rules(reduction_cost=opts.reduction_cost))
-    recomputed = None if verdict.total is None else float(verdict.total)
-    valid = recomputed is not None and _close(recomputed, result.total_latency)
-    return {"status": result.status if valid else "invalid", "valid": valid,
-            "total_latency": recomputed, "bound": result.bound, "gap": result.gap,
-            "error": None if valid else _mismatch(verdict.error and verdict.error.msg,
-                                                  recomputed, result.total_latency),
-            "answer": result.solution.model_dump(mode="json")}
-
-
-def _layout(task: Task) -> dict[str, Any]:
-    graph = parse_graph(task.data)
-    opts = task.options
-    plan = solve_layout(graph, task.solver, opts.device, time_limit_s=opts.time_limit_s,
-                        seed=opts.seed, workers=opts.workers)
-    answer = plan.model_dump(mode="json", by_alias=True)
-    verdict = evaluate_layout(analyze(graph, plan.device), parse_plan(answer))
-    valid = verdict.valid and _close(verdict.total_latency_us, plan.total_latency_us)
+def _solve_and_check(task: Task) -> dict[str, Any]:
+    """Solve through the family contract, then have the family's evaluator check the
+    answer as serialized, and its total against the one claimed."""
+    family = FAMILIES[task.family or ""]
+    problem = family.parse(task.data)
+    options = task.options.for_family(family.name, task.solver)
+    family.admit(problem, options)
+    deadline = Deadline.after(task.options.time_limit_s, deterministic=options.deterministic)
+    solved: Solved = family.solve(problem, options, deadline)
+    answer = json.loads(json.dumps(solved.answer))
+    verdict = family.evaluate(problem, answer, evaluate_options_for(family, options))
+    valid = (solved.status != "invalid" and verdict.valid and verdict.total is not None
+             and solved.objective is not None and _close(verdict.total, solved.objective))
     error = None
     if not valid:
-        error = _mismatch("; ".join(f"{v.kind} at {v.where}: {v.msg}" for v in
-                                    verdict.violations) or None,
-                          verdict.total_latency_us, plan.total_latency_us)
-    return {"status": plan.status if valid else "invalid", "valid": valid,
-            "total_latency": verdict.total_latency_us, "bound": plan.stats.best_bound,
-            "gap": plan.stats.gap, "device": plan.device.name, "error": error,
-            "answer": answer}
+        error = _mismatch("; ".join(verdict.errors) or None, verdict.total, solved.objective)
+    return {"status": solved.status if valid else "invalid", "valid": valid,
+            "total_latency": verdict.total, "bound": solved.bound, "gap": solved.gap,
+            "error": error, "answer": solved.answer}
 
 
-def _mismatch(fault: object, recomputed: float | None, claimed: float) -> str:
+def _mismatch(fault: object, recomputed: float | None, claimed: float | None) -> str:
     if fault is not None:
         return f"the evaluator rejects the answer: {fault}"
     return f"the evaluator recomputes {recomputed} where the solver claims {claimed}"

@@ -31,7 +31,6 @@ their (designated) ops, so the cover stays a bound, weaker than a complete one.
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -39,6 +38,7 @@ from math import floor as floor_int
 
 from ortools.sat.python import cp_model
 
+from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.closed_form import Granularity, any_order_floor, peak_fits, templates_of
 from solver.fusion.context import ScoringContext
@@ -123,7 +123,7 @@ def make_fillers(ctx: ScoringContext, attempted: Sequence[tuple[int, ...]]) -> F
 
 
 def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
-    """The cover bound, priced and solved before ``deadline`` (a ``time.monotonic()``).
+    """The cover bound, priced and solved before ``deadline`` (a ``deadline.now()`` value).
 
     Every op set is first priced with ``QUICK_SPLITS``; then, while time is left, the
     prices the cover's optimum picks that are not exact are refined (``REFINE_FACTOR``
@@ -133,13 +133,13 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET)
 
     def kept_for_cover() -> float:
-        return max(COVER_TIME_S, COVER_SHARE * (deadline - time.monotonic()))
+        return max(COVER_TIME_S, COVER_SHARE * (deadline - now()))
 
     pricing_ends = deadline - kept_for_cover()
     priced: list[Priced] = []
     done = 0
     for ops in sets.sets:
-        if time.monotonic() > pricing_ends:
+        if now() > pricing_ends:
             break
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done += 1
@@ -151,11 +151,11 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         best, idle = max(best, value), 0 if value > best else idle + 1
         loose = [i for i in chosen if not priced[i].exact]
         refine_ends = deadline - kept_for_cover()
-        if not optimal or not loose or idle >= IDLE_ROUNDS or time.monotonic() > refine_ends:
+        if not optimal or not loose or idle >= IDLE_ROUNDS or now() > refine_ends:
             return CoverBound(value, done, complete, optimal)
         refined: dict[int, Priced | None] = {}
         for i in loose:
-            if time.monotonic() > refine_ends:
+            if now() > refine_ends:
                 break
             v = priced[i]
             splits = v.splits * REFINE_FACTOR
@@ -294,7 +294,7 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
                 heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
             continue
-        if splits == 0 or (deadline is not None and time.monotonic() > deadline):
+        if splits == 0 or (deadline is not None and now() > deadline):
             return units, False
         splits -= 1
         mid = (lo + hi) // 2
@@ -636,12 +636,12 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     model.minimize(unpriced + sum(v.units // scale * x
                                   for v, x in zip(priced, chosen, strict=True)))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
     # one worker: it runs the LP that proves the bound (a two-worker portfolio proved
     # nothing in 10 s on benchmark 5, where one worker solves the cover in 1 s)
     solver.parameters.num_workers = 1
     solver.parameters.linearization_level = 2
-    status = solver.solve(model)
+    limit_cpsat(solver.parameters, deadline)
+    status = run_cpsat(solver, model)
     if status in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
         return Fraction(0), False, []  # cannot happen for a problem with a valid schedule
     bound = int(solver.best_objective_bound) * scale

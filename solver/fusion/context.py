@@ -57,7 +57,7 @@ class ScoringContext:
         (``score.best_config``); without it, powers of two only, as the seed team's greedy."""
         self._cache: dict[tuple[Any, ...], Any] = {}
         self.deadline: float | None = None
-        """A ``time.monotonic()`` value after which a config search stops (``best_config``
+        """A ``deadline.now()`` value after which a config search stops (``best_config``
         raises ``ScoringTimeout``): set by a solver while it scores under a time limit."""
 
     def shape(self, ops: tuple[int, ...]) -> SubgraphShape:

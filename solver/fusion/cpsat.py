@@ -20,7 +20,6 @@ Every schedule is re-checked by the evaluator before it is returned.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,6 +27,7 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from solver import progress
+from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound import forced_bound
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, objective_scale
@@ -85,10 +85,10 @@ def total(schedule: Sequence[Variant]) -> Fraction:
 
 def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers: int = 1,
                  windows_end: float | None = None) -> SearchResult:
-    """The best schedule found before ``deadline`` (a ``time.monotonic()`` value); the
+    """The best schedule found before ``deadline`` (a ``deadline.now()`` value); the
     window search (graphs too large for one model) stops at ``windows_end`` if earlier,
     leaving the rest of the time to the caller (the lower bound)."""
-    start = time.monotonic()
+    start = now()
     # the baseline greedy (powers of two only), whatever tiles the search itself tries
     baseline = ScoringContext(ctx.graph, ctx.rules) if ctx.every_tile else ctx
     incumbent = as_variants(ctx, greedy(baseline, start + 0.5 * (deadline - start)))
@@ -107,15 +107,15 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
             progress.report(total(incumbent), floor)
         return SearchResult(incumbent, optimal, 1, improvements)
     final = min(deadline, windows_end or deadline)
-    deadline = final - RELINK_SHARE * (final - time.monotonic())
+    deadline = final - RELINK_SHARE * (final - now())
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
     stale = 0
-    while time.monotonic() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
+    while now() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
         a, b = _pick_window(incumbent, size, rng)
         window, inside = _frame(ctx, incumbent, a, b)
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET)
-        budget = min(deadline, time.monotonic() + max(1.0, 0.1 * (deadline - start)))
+        budget = min(deadline, now() + max(1.0, 0.1 * (deadline - start)))
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
                                        workers)
         windows += 1
@@ -227,7 +227,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
     set is scored with nothing retained before any retention variant is, and retention
     variants only of op sets that fit without retention."""
-    scoring_ends = time.monotonic() + 0.6 * max(0.0, deadline - time.monotonic())
+    scoring_ends = now() + 0.6 * max(0.0, deadline - now())
     variants = list(incumbent)
     # the incumbent's own subgraphs are scored again: it may come from a context that tried
     # fewer tiles (the baseline greedy), and then a key's best may be lower here
@@ -245,7 +245,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
     try:
         for key in plain_first:
-            if time.monotonic() > scoring_ends:
+            if now() > scoring_ends:
                 scored_all = False
                 break
             retains = bool(key[1] or key[2])
@@ -266,15 +266,15 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     model, mv = build_model(window, variants, objective_scale(variants, ctx.unit))
     add_hint(model, window, variants, mv, list(range(len(incumbent))))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = max(1, workers)
+    limit_cpsat(solver.parameters, deadline)
     # presolve can take a window's whole time and leave no solution at all, not even the
     # hinted incumbent (10 of 13 windows of 3,000-13,000 variables at 1 s on benchmark 13 with
     # twice its capacity); without it each found at least the incumbent, most improved on
     # it. Whole-graph models (this path too) reached the same proven optima, a little faster
     solver.parameters.cp_model_presolve = False
-    status = solver.solve(model)
+    status = run_cpsat(solver, model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False
     return decode(solver, variants, mv), scored_all and status == cp_model.OPTIMAL

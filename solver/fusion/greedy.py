@@ -13,10 +13,9 @@ still fit and neither gets slower.
 
 from __future__ import annotations
 
-import time
-
 import networkx as nx
 
+from solver.deadline import now
 from solver.fusion.schedule import Planned
 from solver.fusion.score import Config, ScoringContext, best_config
 from solver.fusion.unfused import unfused
@@ -26,10 +25,10 @@ Group = frozenset[int]
 
 def greedy(ctx: ScoringContext, deadline: float = float("inf")) -> list[Planned]:
     """A valid schedule no slower than ``unfused``; merging stops early at ``deadline``
-    (a ``time.monotonic()`` value), and the schedule found so far is returned."""
+    (a ``deadline.now()`` value), and the schedule found so far is returned."""
     merger = _Merger(ctx, [frozenset(item.ops) for item in unfused(ctx, "greedy")])
     for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
-        while time.monotonic() < deadline and merger.merge_best(allow_zero, deadline):
+        while now() < deadline and merger.merge_best(allow_zero, deadline):
             pass
     return _retain(ctx, [Planned(merger.ops(group), merger.configs[group])
                          for group in merger.ordered()], deadline)
@@ -69,7 +68,7 @@ class _Merger:
         dag = self.quotient()
         candidates = []
         for a, b in dag.edges:
-            if time.monotonic() > deadline:
+            if now() > deadline:
                 return False
             merged = a | b
             if not self._ephemerals_stay_inside(merged):
@@ -120,7 +119,7 @@ def _retain(ctx: ScoringContext, schedule: list[Planned],
     g = ctx.graph
     out = list(schedule)
     for i in range(len(out) - 1):
-        if time.monotonic() > deadline:
+        if now() > deadline:
             break
         producer, consumer = out[i], out[i + 1]
         shape = ctx.shape(producer.ops)

@@ -10,12 +10,12 @@ simulation (``simulate.py``).
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
+from solver.deadline import now
 from solver.fusion.closed_form import (
     Granularity,
     Traversal,
@@ -165,7 +165,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         floor, rank, gran = heapq.heappop(waiting)
         if best is not None and (floor, rank) > best[:2]:
             break  # its latency is at least its floor: it cannot beat the best, nor can later ones
-        if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+        if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
         fitted = False
         if held + templates.first_step_floor(ctx, gran, resident, kept) <= ctx.capacity:

@@ -21,6 +21,8 @@ from models.fusion import (
     ReductionCost,
     SolveStatus,
 )
+from solver.deadline import Deadline, now
+from solver.family import InvalidAnswer
 from solver.fusion.bound import CoverBound, cover_bound, forced_bound
 from solver.fusion.cpsat import as_planned, cpsat_search, total
 from solver.fusion.evaluate import evaluate
@@ -42,16 +44,17 @@ I/O), 68% below the schedule; the single ops and pairs, priced in 5 s, prove it 
 
 
 class Solver(Protocol):
-    def __call__(self, problem: FusionProblem, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                 reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
-                 workers: int = 1) -> FusionResult: ...
+    """A solver answers by ``ends`` (a ``deadline.now()`` value on the running clock)."""
+
+    def __call__(self, problem: FusionProblem, ends: float, *, reduction_cost: ReductionCost,
+                 seed: int, workers: int) -> FusionResult: ...
 
 
-class SolverBug(RuntimeError):
+class SolverBug(InvalidAnswer):
     """A solver produced a solution the evaluator rejects."""
 
 
-def finish(problem: FusionProblem, solver: str, solution: FusionSolution, started: float,
+def finish(problem: FusionProblem, solver: str, solution: FusionSolution,
            status: SolveStatus, rules: Rules, *, context: ScoringContext | None = None,
            objective: float | None = None, bound: float | None = None,
            gap: float | None = None, forced: Fraction | None = None,
@@ -75,7 +78,7 @@ def finish(problem: FusionProblem, solver: str, solution: FusionSolution, starte
             cover=None if cover is None else float(cover.value),
             cover_complete=None if cover is None else cover.complete,
             total=float(max(bounds.total, forced or 0, cover.value if cover else 0))),
-        wall_time_s=time.monotonic() - started,
+        wall_time_s=0.0,
         objective=objective,
         bound=bound,
         gap=gap,
@@ -89,14 +92,12 @@ def _heuristic(name: str, build: Callable[[ScoringContext, float], list[Planned]
     and single-threaded.
     """
 
-    def solve(problem: FusionProblem, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-              reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
-              workers: int = 1) -> FusionResult:
-        started = time.monotonic()
+    def solve(problem: FusionProblem, ends: float, *, reduction_cost: ReductionCost,
+              seed: int, workers: int) -> FusionResult:
         rules = Rules(reduction_cost=reduction_cost)
         ctx = ScoringContext(problem, rules)
-        schedule = build(ctx, started + time_limit_s)
-        return finish(problem, name, to_solution(ctx, schedule), started, "feasible", rules,
+        schedule = build(ctx, ends)
+        return finish(problem, name, to_solution(ctx, schedule), "feasible", rules,
                       context=ctx)
 
     solve.__name__ = f"solve_{name}"
@@ -104,27 +105,25 @@ def _heuristic(name: str, build: Callable[[ScoringContext, float], list[Planned]
     return solve
 
 
-def solve_cpsat(problem: FusionProblem, *, time_limit_s: float = CPSAT_TIME_LIMIT_S,
-                reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
-                workers: int = 1) -> FusionResult:
+def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: ReductionCost,
+                seed: int, workers: int) -> FusionResult:
     """The global CP-SAT solver (``cpsat.py``): greedy, given up to half the time limit, is
     the first incumbent, so the answer is never worse than greedy whenever greedy finishes in
     that half (a limit too short for greedy gets greedy's partial schedule improved);
     ``optimal`` when proven for its formulation or when the lower bound is reached."""
-    started = time.monotonic()
     rules = Rules(reduction_cost=reduction_cost)
     ctx = ScoringContext(problem, rules, every_tile=True)
-    deadline = started + time_limit_s
+    deadline = ends
     found = cpsat_search(ctx, deadline, seed=seed, workers=workers,
-                         windows_end=deadline - BOUND_SHARE * time_limit_s)
+                         windows_end=deadline - BOUND_SHARE * max(0.0, deadline - now()))
     objective = total(found.schedule)
     forced = forced_bound(ctx)
     bound = max(lower_bounds(problem, reduction_cost).total, forced)
     cover = None
-    if objective > bound and time.monotonic() < deadline - MIN_COVER_TIME_S:
+    if objective > bound and now() < deadline - MIN_COVER_TIME_S:
         cover = cover_bound(ctx, deadline)
         bound = max(bound, cover.value)
-    return finish(problem, "cpsat", to_solution(ctx, as_planned(found.schedule)), started,
+    return finish(problem, "cpsat", to_solution(ctx, as_planned(found.schedule)),
                   "optimal" if found.optimal or objective <= bound else "feasible", rules,
                   context=ctx, objective=float(objective), bound=float(bound),
                   gap=float((objective - bound) / objective) if objective else 0.0,
@@ -139,10 +138,28 @@ SOLVERS: dict[str, Solver] = {
 DEFAULT_SOLVER = "cpsat"
 
 
-def solve(problem: FusionProblem, solver: str = DEFAULT_SOLVER, **options) -> FusionResult:
-    """Run a registered solver by name (options as in ``Solver``)."""
+def default_time_limit_s(solver: str) -> float:
+    return CPSAT_TIME_LIMIT_S if solver == "cpsat" else DEFAULT_TIME_LIMIT_S
+
+
+def solve(problem: FusionProblem, solver: str = DEFAULT_SOLVER, *,
+          deadline: Deadline | None = None, time_limit_s: float | None = None,
+          reduction_cost: ReductionCost = "per_native_k", seed: int = 0,
+          workers: int = 1) -> FusionResult:
+    """Run a registered solver by name until ``deadline`` (default: ``time_limit_s`` from
+    now, else the solver's own limit). A deterministic deadline gives an answer that
+    repeats byte for byte: its wall time is left out (null)."""
     if solver not in SOLVERS:
         raise InputValidationError([Issue(
             ("solver",), f"unknown solver '{solver}'; known: {', '.join(SOLVERS)}",
             "solver.unknown")], "request")
-    return SOLVERS[solver](problem, **options)
+    if deadline is None:
+        deadline = Deadline.after(time_limit_s or default_time_limit_s(solver))
+    started = time.monotonic()
+    with deadline.running() as run:
+        result = SOLVERS[solver](problem, run.at, reduction_cost=reduction_cost, seed=seed,
+                                 workers=workers)
+        repeatable = deadline.deterministic and not run.wall_stopped
+    return result.model_copy(update={
+        "wall_time_s": None if repeatable else time.monotonic() - started,
+        "deterministic": repeatable})

@@ -15,6 +15,7 @@ from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, LayoutPlan
 from solver import progress
+from solver.deadline import Deadline
 from solver.layout import cpsat, dfsharding, dram, greedy, lns
 from solver.layout.evaluate import evaluate
 from solver.layout.explain import explain as explain_plan
@@ -22,12 +23,15 @@ from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import LayoutProblem, analyze, resolve_device
 
+DEFAULT_TIME_LIMIT_S = 10.0
+
 
 @dataclass(frozen=True)
 class SolveOptions:
-    """Knobs every solver receives; heuristics ignore the ones they have no use for."""
+    """Knobs every solver receives; heuristics ignore the ones they have no use for.
+    ``ends`` is the deadline on the running solve's clock (``deadline.now()``)."""
 
-    time_limit_s: float = 10.0
+    ends: float
     seed: int = 0
     workers: int = 1
 
@@ -63,12 +67,11 @@ def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
     plans kept; graphs beyond one model get the segment search (``lns.py``) from the best
     baseline. The answer is never worse than a baseline, and every plan kept passed the
     evaluator."""
-    started = time.perf_counter()
     priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
               for name, a in ((n, assign(problem)) for n, assign in BASELINE_POLICIES.items())]
     best_total, best = min(priced, key=lambda p: p[0])
     progress.report(best_total)
-    deadline = started + options.time_limit_s
+    deadline = options.ends
     if len(problem.order) > cpsat.MAX_MODEL_OPS:
         return _by_segments(problem, best, best_total, deadline, options,
                             cpsat.latency_floor_us(problem))
@@ -110,21 +113,28 @@ SOLVERS: dict[str, Policy] = {
 
 
 def solve(graph: LayoutGraph, solver: str = "cpsat", device: str | DeviceSpec | None = None,
-          *, time_limit_s: float = 10.0, seed: int = 0, workers: int = 1,
-          max_configs: int = DEFAULT_MAX_CONFIGS, explain: bool = False) -> LayoutPlan:
-    """Plan ``graph`` with the named solver; the evaluator's verdict is in the plan, and with
-    ``explain`` the differences from the best baseline's plan."""
+          *, deadline: Deadline | None = None, time_limit_s: float | None = None,
+          seed: int = 0, workers: int = 1, max_configs: int = DEFAULT_MAX_CONFIGS,
+          explain: bool = False) -> LayoutPlan:
+    """Plan ``graph`` with the named solver until ``deadline`` (default: ``time_limit_s``
+    from now, else 10 s); the evaluator's verdict is in the plan, and with ``explain`` the
+    differences from the best baseline's plan. A deterministic deadline gives a plan that
+    repeats byte for byte (its wall time is left out)."""
     if solver not in SOLVERS:
         raise InputValidationError([Issue(("solver",), f"unknown solver '{solver}'; choose one "
                                           f"of {sorted(SOLVERS)}", "solver.unknown")], "request")
-    started = time.perf_counter()
+    if deadline is None:
+        deadline = Deadline.after(time_limit_s or DEFAULT_TIME_LIMIT_S)
+    started = time.monotonic()
     problem = analyze(graph, resolve_device(graph, device), max_configs)
-    outcome = SOLVERS[solver](problem, SolveOptions(time_limit_s, seed, workers))
+    with deadline.running() as run:
+        outcome = SOLVERS[solver](problem, SolveOptions(run.at, seed, workers))
+        repeatable = deadline.deterministic and not run.wall_stopped
     plan = build_plan(problem, outcome.assignment, solver, 0.0, outcome.status,
                       outcome.objective, outcome.best_bound, outcome.gap)
     verdict = evaluate(problem, plan)
-    wall = time.perf_counter() - started
-    stats = plan.stats.model_copy(update={"wall_time_s": wall})
+    wall = None if repeatable else time.monotonic() - started
+    stats = plan.stats.model_copy(update={"wall_time_s": wall, "deterministic": repeatable})
     if not verdict.valid:
         return plan.model_copy(update={"stats": stats, "status": "invalid",
                                        "violations": verdict.violations})

@@ -31,7 +31,6 @@ worse than any baseline. ``solve_segment`` solves one segment of the LNS in ``ln
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from ortools.sat.python import cp_model
 
 from models.layout import LayoutPlan
 from solver import progress
+from solver.deadline import charge_model, limit_cpsat, now, run_cpsat
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import DRAM, MemConfig
 from solver.layout.plan import Assignment, build_plan
@@ -53,6 +53,18 @@ MAX_MODEL_OPS = 60
 default 10 s; beyond it (ResNet-50, 89 ops, 134,000 variables, 1.3 s to build) it found
 nothing in 10 s where the segment search (``lns.py``) gains 0.6-7.3% on ResNet-50 and
 MobileNetV2 (BENCHMARKS.md, imported models)."""
+
+
+MAX_UNITS = 2**60
+"""The model's costs must sum far below CP-SAT's int64 domains; a graph whose worst
+candidates (times a margin for copies and spills) pass this is left to the baselines."""
+
+
+def representable(problem: LayoutProblem) -> bool:
+    """Whether every cost of the model fits CP-SAT's integers (a giant tensor on a slow
+    custom device can take 10^16 us)."""
+    worst = sum(max(_worst(c) for c in problem.ops[op].candidates) for op in problem.order)
+    return 4 * ns(worst) < MAX_UNITS
 
 
 def ns(us: float) -> int:
@@ -394,11 +406,11 @@ class ModelAnswer:
 
 def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
                 workers: int) -> ModelAnswer:
-    """The model's best assignment before ``deadline`` (``time.perf_counter()``), hinted
+    """The model's best assignment before ``deadline`` (``deadline.now()``), hinted
     with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS``."""
     if len(problem.order) > MAX_MODEL_OPS:
         return ModelAnswer(None, False, None, None)
-    return _solve(problem, start, deadline - time.perf_counter(), seed, workers, False)
+    return _solve(problem, start, deadline - now(), seed, workers, False)
 
 
 def solve_segment(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
@@ -427,9 +439,9 @@ def complete_hint(lm: LayoutModel, seconds: float, workers: int) -> int | None:
     for index, value in zip(hinted.vars, hinted.values, strict=True):
         probe.add(probe.get_int_var_from_proto_index(index) == value)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, seconds)
     solver.parameters.num_workers = workers
-    if solver.solve(probe) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    limit_cpsat(solver.parameters, now() + seconds)
+    if run_cpsat(solver, probe) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     values = list(solver.response_proto.solution)
     lm.model.clear_hints()
@@ -485,8 +497,11 @@ def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
     CP-SAT keeps two-literal rows out of its own LP, and on this model they carry most of
     the relaxation. Its reduced costs fix every 0/1 variable that no solution cheaper than
     the incumbent can move, and CP-SAT searches what is left."""
-    ends = time.perf_counter() + seconds
+    if not representable(problem):
+        return ModelAnswer(None, False, None, None)
+    ends = now() + seconds
     lm = build(problem)
+    charge_model(len(lm.model.proto.variables))
     hint(problem, lm, start)
     if segment:
         return _search_segment(problem, lm, ends, seed, workers)
@@ -498,13 +513,13 @@ def _search_segment(problem: LayoutProblem, lm: LayoutModel, ends: float, seed: 
     """A segment (a fraction of a second): the incumbent is the completed hint, priced by
     the model itself, so the fixings never cut it and the fixed model's optimum is the
     segment's. No progress is reported: the objective is the segment's."""
-    priced = complete_hint(lm, (ends - time.perf_counter()) / 2, workers)
+    priced = complete_hint(lm, (ends - now()) / 2, workers)
     if priced is not None:
-        relaxed = relax(lm.model, (ends - time.perf_counter()) * RELAXATION_SHARE)
+        relaxed = relax(lm.model, (ends - now()) * RELAXATION_SHARE)
         if relaxed is not None:
             relaxed.fix_by_reduced_cost(lm.model, priced)
     solver = _solver(ends, seed, workers)
-    status = solver.solve(lm.model)
+    status = run_cpsat(solver, lm.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ModelAnswer(None, False, None, None)
     return ModelAnswer(decode(problem, lm, solver), status == cp_model.OPTIMAL,
@@ -520,7 +535,7 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
     incumbent is still the baseline, the first search gets half the time so its answer
     can tighten the fixings for the second."""
     incumbent = _priced(problem, start)
-    relaxed = relax(lm.model, (ends - time.perf_counter()) * RELAXATION_SHARE)
+    relaxed = relax(lm.model, (ends - now()) * RELAXATION_SHARE)
     lp_bound = None if relaxed is None else relaxed.objective / UNITS_PER_US
     rounds = 1
     if relaxed is not None:
@@ -534,12 +549,11 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
         hint(problem, lm, rounded.assignment)
         _fix(problem, lm, relaxed, incumbent)
     if len(lm.model.proto.variables) > COMPLETE_HINT_VARS:
-        complete_hint(lm, (ends - time.perf_counter()) / 2, workers)
+        complete_hint(lm, (ends - now()) / 2, workers)
     for round_ in range(rounds, 0, -1):
-        solver = _solver(time.perf_counter() + (ends - time.perf_counter()) / round_, seed,
-                         workers)
+        solver = _solver(now() + (ends - now()) / round_, seed, workers)
         watch = _Progress(lp_bound, incumbent.total_us) if progress.active() else None
-        status = solver.solve(lm.model, watch)
+        status = run_cpsat(solver, lm.model, watch)
         answer, best = _after_fixing(problem, lm, solver, status, lp_bound, incumbent)
         progress.report(answer.objective_us, answer.bound_us)
         if answer.optimal or round_ == 1:
@@ -557,10 +571,10 @@ def _solver(ends: float, seed: int, workers: int) -> cp_model.CpSolver:
     rounds on 30,000-variable models (UNet: 3.9 s of 5) and the fixings already did its
     work; without it 19 of the 20 graphs of up to 60 ops prove optimal within 10 s."""
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, ends - time.perf_counter())
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers
     solver.parameters.cp_model_probing_level = 0
+    limit_cpsat(solver.parameters, ends)
     return solver
 
 

@@ -22,10 +22,10 @@ twin of its segment in the model's repeated blocks (``repeats.py``), under the s
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass, replace
 
 from solver import progress
+from solver.deadline import now
 from solver.layout import cpsat
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import MemConfig
@@ -171,7 +171,7 @@ def _spread(problem: LayoutProblem, incumbent: Assignment, best: float, lo: int,
     lasts. Also the offsets of the twins that took them."""
     taken: list[int] = []
     for batch in ([offsets] if len(offsets) > 1 else []) + [[d] for d in offsets]:
-        if deadline - time.perf_counter() < MIN_ROUND_S:
+        if deadline - now() < MIN_ROUND_S:
             break
         candidate = transplant(problem, incumbent, incumbent, lo, hi, batch)
         total = None if candidate is None else _price(problem, candidate, best)
@@ -194,7 +194,7 @@ def segments(n: int, size: int) -> list[tuple[int, int]]:
 
 def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
            workers: int, sizes: tuple[int, ...] = SEGMENT_SIZES) -> SearchResult:
-    """Improve ``start`` segment by segment until ``deadline`` (``time.perf_counter()``) or
+    """Improve ``start`` segment by segment until ``deadline`` (``deadline.now()``) or
     a cycle through every segment size without gain; a round's answer is kept only when
     the whole plan it builds passes the evaluator and is cheaper. An improvement is spread
     to the window's twins; until a cycle of sizes gains nothing, a pass skips the twins of
@@ -212,7 +212,7 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
         settled: set[tuple] = set()
         spread_to: set[int] = set()
         for lo, hi in segments(len(problem.order), size):
-            left = deadline - time.perf_counter()
+            left = deadline - now()
             if left < MIN_ROUND_S:
                 return SearchResult(incumbent, best, rounds, improved)
             key = twins.key(lo, hi)

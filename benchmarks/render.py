@@ -1,0 +1,316 @@
+"""Render the tables of BENCHMARKS.md from the results JSONs in ``benchmarks/results/``.
+
+    .venv/bin/python benchmarks/render.py            # rewrite every table in place
+    .venv/bin/python benchmarks/render.py --check    # exit 1 naming each stale table
+
+BENCHMARKS.md is hand-written text around generated tables. Each table lives between
+``<!-- table: NAME -->`` and ``<!-- /table -->``; the renderer replaces what is between
+them with one line of provenance (the ``meta`` of the JSON: command, machine, date,
+versions) and the table that ``TABLES[NAME]`` makes of its JSON. Text outside the markers
+is never touched. The runners print their tables with the same functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from math import exp, log
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKDOWN = ROOT / "BENCHMARKS.md"
+RESULTS = ROOT / "benchmarks" / "results"
+OPEN = re.compile(r"^<!-- table: ([\w-]+) -->$")
+CLOSE = "<!-- /table -->"
+
+Row = dict[str, Any]
+
+
+def geomean(values: list[float]) -> float:
+    return exp(sum(log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def half_up(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, halves rounded up as written (2.605 -> 2.61; the
+    float formatting rounds the binary value, 2.60): for numbers already rounded in the
+    JSON."""
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
+
+
+# --- layout: benchmarks/layout.py ------------------------------------------------------
+
+LAYOUT_COLUMNS = ("graph", "ops", "tensors", "device", "solver", "total_latency_us", "vs dram",
+                  "best baseline / this", "status", "gap", "L1 activations", "L1 act. bytes",
+                  "reshards", "reloads", "spills", "wall_s")
+
+
+def layout_table(rows: list[Row]) -> str:
+    """One line per (graph, preset, solver) of ``benchmarks/layout.py``."""
+    lines = ["| " + " | ".join(LAYOUT_COLUMNS) + " |", "|" + "---|" * len(LAYOUT_COLUMNS)]
+    for r in rows:
+        lines.append(
+            f"| {r['graph']} | {r['ops']} | {r['tensors']} | {r['device']} | {r['solver']} | "
+            f"{r['total_latency_us']:,.1f} | "
+            f"{r['vs_dram']:.2f}x | {r['vs_best_baseline']:.3f} | {r['status']} | "
+            f"{'' if r['gap'] is None else format(r['gap'], '.1%')} | "
+            f"{r['activations_in_l1']}/{r['activations']} | "
+            f"{r['activation_bytes_in_l1']:.0%} | "
+            f"{r['reshards']} | {r['reloads']} | {r['spills']} | {r['wall_time_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def relaxation_table(rows: list[Row]) -> str:
+    """One line per (graph, preset) of ``benchmarks/relaxation.py``."""
+    lines = ["| graph | device | per-op floor | CP-SAT bound (plain search) | GLOP bound | "
+             "cpsat | status | cpsat wall_s |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        glop = "-" if r["glop_bound_us"] is None else f"{r['glop_bound_us']:.2f}"
+        lines.append(f"| {r['graph']} | {r['device']} | {r['floor_us']:.2f} | "
+                     f"{r['plain_bound_us']:.2f} | {glop} | {r['cpsat_us']:.2f} | "
+                     f"{r['status']} | {r['wall_s']:.2f} |")
+    return "\n".join(lines)
+
+
+def segments_table(rows: list[Row]) -> str:
+    """One line per schedule of segment sizes of ``benchmarks/segments.py``."""
+    lines = ["| sizes | best baseline | segments | gain | rounds | improved | wall_s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {','.join(map(str, r['sizes']))} | {r['best_baseline_us']:,.2f} | "
+                     f"{r['segments_us']:,.2f} | {r['gain_pct']:.2f}% | {r['rounds']} | "
+                     f"{r['improved']} | {r['wall_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def scale_table(rows: list[Row]) -> str:
+    """The 2,000-op scale run: one line per (device, time limit)."""
+    lines = ["| device | time limit | dram | dfsharding | greedy (best baseline) | cpsat | "
+             "best baseline / cpsat | process wall | peak memory |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        best = min(r["dram"], r["dfsharding"], r["greedy"])
+        lines.append(f"| {r['device']} | {r['time_limit_s']:g} s | {r['dram']:,.2f} | "
+                     f"{r['dfsharding']:,.2f} | {r['greedy']:,.2f} | {r['cpsat']:,.2f} | "
+                     f"{best / r['cpsat']:.3f} | {r['process_wall_s']:.1f} s | "
+                     f"{r['peak_mb']:.0f} MB |")
+    return "\n".join(lines)
+
+
+# --- fusion: benchmarks/fusion.py ------------------------------------------------------
+
+FUSION_MODES = ("per_native_k", "per_op")
+NEAR_BOUND = 1.02
+"""Greedy within 2% of the lower bound: scheduling quality barely matters there."""
+
+
+def fusion_table(rows: list[Row]) -> str:
+    """One line per (benchmark, mode) of ``benchmarks/fusion.py``, then per mode the
+    geometric mean of greedy/cpsat where greedy is more than 2% above the bound."""
+    out = ["| benchmark | mode | ops | max(compute, I/O) | lower bound | unfused | greedy | "
+           "cpsat | cpsat status | unfused/greedy | greedy/bound | greedy/cpsat | cpsat/bound | "
+           "gap | greedy s | cpsat s |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cover = {True: "", False: " (partial)", None: " (none)"}[r["cover_complete"]]
+        out.append(f"| {r['benchmark']} | {r['mode']} | {r['ops']} | "
+                   f"{r['simple_bound']:,.1f} | {r['bound']:,.1f}{cover} | "
+                   f"{r['unfused']:,.1f} | {r['greedy']:,.1f} | {r['cpsat']:,.1f} | "
+                   f"{r['status']} | {r['unfused'] / r['greedy']:.3f} | "
+                   f"{r['greedy'] / r['bound']:.3f} | {r['greedy/cpsat']:.4f} | "
+                   f"{r['cpsat'] / r['bound']:.3f} | {r['gap']:.1%} | {r['greedy_s']:.1f} | "
+                   f"{r['cpsat_s']:.1f} |")
+    for mode in FUSION_MODES:
+        far = [r for r in rows if r["mode"] == mode and r["greedy"] > NEAR_BOUND * r["bound"]]
+        near = [r for r in rows if r["mode"] == mode and r not in far]
+        out.append(f"\n{mode}: geomean greedy/cpsat over benchmarks where greedy is > 2% above "
+                   f"the bound ({', '.join(r['benchmark'] for r in far)}): "
+                   f"{geomean([r['greedy/cpsat'] for r in far]):.4f}; elsewhere cpsat/bound "
+                   f"at most {max((r['cpsat'] / r['bound'] for r in near), default=1):.4f}")
+    return "\n".join(out)
+
+
+def speed_table(speed: Row) -> str:
+    """The evaluator's and the scorer's speed (``speed`` of ``fusion.json``)."""
+    e, s = speed["evaluation"], speed["scoring"]
+    return "\n".join([
+        "| measurement | result | target |", "|---|---:|---:|",
+        f"| full evaluation of the greedy solution of the largest benchmark ({e['benchmark']}: "
+        f"{e['ops']} ops, {e['subgraphs']} subgraphs), median of {e['repeats']}, cold caches | "
+        f"{e['median_s']:.3f} s | < 1 s |",
+        f"| scoring one random connected subgraph at one random legal granularity, cold cache, "
+        f"mean over {s['samples']} samples from all benchmarks | {s['mean_ms']:.2f} ms | "
+        f"well under 1 ms |"])
+
+
+# --- service load: benchmarks/load.py ----------------------------------------------------
+
+def load_table(data: Row) -> str:
+    """One line per run of ``benchmarks/load.py`` and their medians."""
+    lines = ["| run | solves | failures | wall s | solve p50 s | solve p99 s | healthz samples | "
+             "healthz p50 ms | healthz p99 ms | healthz max ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def timings(r: Row) -> str:
+        return (f"{half_up(r['wall_s'], 2)} | {half_up(r['solve_p50_s'], 2)} | "
+                f"{half_up(r['solve_p99_s'], 2)}")
+
+    def health(r: Row) -> str:
+        return " | ".join(half_up(r[k], 1) for k in ("health_p50_ms", "health_p99_ms",
+                                                     "health_max_ms"))
+
+    for i, r in enumerate(data["runs"], 1):
+        lines.append(f"| {i} | {r['solves']} | {r['failures']} | {timings(r)} | "
+                     f"{r['health_samples']} | {health(r)} |")
+    m = data["median"]
+    lines.append(f"| median | | {data['failures']} | {timings(m)} | | {health(m)} |")
+    return "\n".join(lines)
+
+
+# --- compare: `layoutsat compare` (results.json: summary and records) ---------------------
+
+def compare_tables(data: Row) -> str:
+    """The ratios (``summary.versus``), the per-graph totals (``records``, in the format of
+    ``solver/compare/report.py``) and the slowest solves (``summary.slowest``)."""
+    lines = ["| family | baseline | graphs | geomean ratio | wins | ties | losses |",
+             "|---|---|---|---|---|---|---|"]
+    for v in data["summary"]["versus"]:
+        lines.append(f"| {v['family']} | {v['baseline']} | {v['graphs']} | "
+                     f"{v['geomean_ratio']:.4f} | {v['wins']} | {v['ties']} | {v['losses']} |")
+    graphs: dict[str, dict[str, Row]] = {}
+    for r in data["records"]:
+        graphs.setdefault(r["graph"], {})[r["solver"]] = r
+    solvers = list(dict.fromkeys(r["solver"] for r in data["records"]))
+
+    def cell(r: Row | None) -> str:
+        if r is None:
+            return ""
+        text = f"{r['total_latency']:,.2f}"
+        if r["status"] == "optimal":
+            return text + " (opt)"
+        return text if r["gap"] is None else text + f" (gap {r['gap']:.1%})"
+
+    lines += ["", "| graph | family | " + " | ".join(solvers) + " |",
+              "|---|---|" + "---|" * len(solvers)]
+    for graph, row in graphs.items():
+        family = next(iter(row.values()))["family"]
+        lines.append(f"| {graph} | {family} | " + " | ".join(cell(row.get(s)) for s in solvers)
+                     + " |")
+    lines += ["", "Slowest solves:", "", "| graph | solver | wall s |", "|---|---|---|"]
+    lines += [f"| {r['graph']} | {r['solver']} | {r['wall_time_s']:.2f} |"
+              for r in data["summary"]["slowest"]]
+    return "\n".join(lines)
+
+
+# --- the registry and the markers -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Table:
+    results: str
+    """The JSON's name in the results directory."""
+    render: Callable[[Row], str]
+
+
+TABLES = {
+    "layout": Table("layout.json", lambda d: layout_table(d["rows"])),
+    "relaxation": Table("relaxation.json", lambda d: relaxation_table(d["rows"])),
+    "fusion": Table("fusion.json", lambda d: fusion_table(d["rows"])),
+    "fusion-speed": Table("fusion.json", lambda d: speed_table(d["speed"])),
+    "fusion-perturbed": Table("fusion-perturbed.json", lambda d: fusion_table(d["rows"])),
+    "compare": Table("compare.json", compare_tables),
+    "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
+    "scale": Table("scale.json", lambda d: scale_table(d["rows"])),
+    "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
+    "load": Table("load.json", load_table),
+}
+
+
+def provenance(meta: Row) -> str:
+    """One line: command, machine, date, versions, and where a transcribed file came from."""
+    def named(label: str, key: str) -> str:
+        return f"{label} {meta[key]}" if meta.get(key) else f"{label} not recorded"
+
+    versions = [named("layoutsat", "layoutsat"), named("OR-Tools", "ortools")]
+    if meta.get("python"):
+        versions.append(f"Python {meta['python']}")
+    parts = [f"Run: `{meta['command']}`", meta["machine"], meta["date"], ", ".join(versions)]
+    return "; ".join(parts + ([meta["source"]] if meta.get("source") else [])) + "."
+
+
+def block(name: str, results: Path) -> list[str]:
+    """The lines between the markers of table ``name``."""
+    table = TABLES[name]
+    data = json.loads((results / table.results).read_text())
+    return [provenance(data["meta"]), "", *table.render(data).splitlines(), ""]
+
+
+class MarkerError(ValueError):
+    """BENCHMARKS.md's markers are unbalanced or name no known table."""
+
+
+def render(text: str, results: Path = RESULTS) -> tuple[str, list[str]]:
+    """``text`` with every table rendered from ``results``, and the names of the tables
+    whose text changed."""
+    lines, out, changed = text.splitlines(), [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        found = OPEN.match(line)
+        if found is None:
+            if line == CLOSE:
+                raise MarkerError(f"line {i}: {CLOSE} without an opening marker")
+            continue
+        name = found.group(1)
+        if name not in TABLES:
+            raise MarkerError(f"line {i}: unknown table '{name}'; known: {', '.join(TABLES)}")
+        end = next((j for j in range(i, len(lines)) if lines[j] == CLOSE or OPEN.match(lines[j])),
+                   None)
+        if end is None or lines[end] != CLOSE:
+            raise MarkerError(f"line {i}: table '{name}' has no {CLOSE}")
+        new = block(name, results)
+        if lines[i:end] != new:
+            changed.append(name)
+        out += [*new, CLOSE]
+        i = end + 1
+    return "\n".join(out) + "\n", changed
+
+
+def check(markdown: Path = MARKDOWN, results: Path = RESULTS) -> list[str]:
+    """The tables of ``markdown`` that differ from what their JSON renders (empty: all
+    current)."""
+    return render(markdown.read_text(), results)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if a table differs from its JSON")
+    parser.add_argument("--markdown", type=Path, default=MARKDOWN)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    try:
+        text, changed = render(args.markdown.read_text(), args.results)
+    except (MarkerError, OSError, KeyError, ValueError) as error:
+        print(f"{args.markdown}: {error}", file=sys.stderr)
+        return 2
+    if args.check:
+        for name in changed:
+            print(f"{args.markdown}: table '{name}' differs from {TABLES[name].results}; "
+                  f"run {Path(__file__).relative_to(ROOT)} to regenerate it", file=sys.stderr)
+        return 1 if changed else 0
+    if changed:
+        args.markdown.write_text(text)
+    print(f"{args.markdown}: {len(changed)} table(s) rewritten"
+          + (f" ({', '.join(changed)})" if changed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

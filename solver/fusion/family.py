@@ -1,0 +1,139 @@
+"""The ``fusion`` family (the MLSys 2026 contest problem) on the family contract."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.errors import Issue, raise_if_any
+from models.fusion import (
+    EvaluationReport,
+    FusionProblem,
+    FusionResult,
+    FusionSolution,
+    ReductionCost,
+    parse_problem,
+    parse_solution,
+)
+from solver import progress as progress_sink
+from solver.deadline import Deadline
+from solver.family import Progress, Size, Solved, SolveOptions, Verdict, count_items
+from solver.fusion import solvers
+from solver.fusion.evaluate import evaluate
+from solver.fusion.problem import Rules, summarize
+
+FUSION_KEYS = frozenset({"widths", "heights", "op_types", "base_costs", "native_granularity"})
+
+
+class FusionOptions(SolveOptions):
+    solver: Literal[tuple(solvers.SOLVERS)] = Field(  # type: ignore[valid-type]
+        default=solvers.DEFAULT_SOLVER, description=f"one of {list(solvers.SOLVERS)}")
+    reduction_cost: ReductionCost = Field(
+        default="per_native_k", description="how a MatMul's cost scales with its reduction "
+        "depth (SEMANTICS.md S8.3)")
+
+
+class FusionEvaluateOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reduction_cost: ReductionCost = "per_native_k"
+    steps: bool = Field(default=False, description="include every step of every subgraph")
+    strict: bool = Field(default=False,
+                         description="a claimed latency off by more than 1e-6 is an error")
+
+
+class FusionFamily:
+    name = "fusion"
+    title = "MLSys 2026 fusion scheduling"
+    document = "fusion problem"
+    document_key = "problem"
+    answer_name = "solution"
+    document_model = FusionProblem
+    answer_model = FusionSolution
+    result_model = FusionResult
+    evaluation_model = EvaluationReport
+    options = FusionOptions
+    evaluate_options = FusionEvaluateOptions
+    solvers = tuple(solvers.SOLVERS)
+    hint = f"a fusion problem has the keys {sorted(FUSION_KEYS)}"
+    units = "time units"
+
+    def recognizes(self, doc: Mapping[str, Any]) -> bool:
+        return bool(FUSION_KEYS & doc.keys())
+
+    def estimate(self, doc: Mapping[str, Any]) -> Size:
+        return Size(count_items(doc.get("op_types")), count_items(doc.get("widths")))
+
+    def parse(self, doc: Any) -> FusionProblem:
+        return parse_problem(doc)
+
+    def parse_answer(self, doc: Any) -> FusionSolution:
+        return parse_solution(doc)
+
+    def size(self, problem: FusionProblem) -> Size:
+        return Size(problem.num_ops, problem.num_tensors)
+
+    def admit(self, problem: FusionProblem, options: FusionOptions) -> None:
+        """Every op must fit alone at its smallest tile, ``[1, 1, 1]``, or no schedule
+        exists: a MatMul holds an LHS, an RHS and an output element (two slices even when
+        both sides read one tensor), a Pointwise op one element of each distinct tensor."""
+        capacity = problem.fast_memory_capacity
+        issues = []
+        for q in range(problem.num_ops):
+            least = 3 if problem.op_types[q] == "MatMul" else \
+                len(set(problem.inputs[q]) | set(problem.outputs[q]))
+            if least > capacity:
+                issues.append(Issue(
+                    ("op_types", q), f"op {q} alone does not fit in fast memory at any "
+                    f"granularity: even 1x1 tiles hold {least} elements, "
+                    f"fast_memory_capacity is {capacity}", "capacity.op_does_not_fit"))
+        raise_if_any(issues, "fusion problem")
+
+    def default_time_limit_s(self, options: FusionOptions) -> float:
+        return solvers.default_time_limit_s(options.solver)
+
+    def summarize(self, problem: FusionProblem) -> dict[str, Any]:
+        return summarize(problem)
+
+    def solve(self, problem: FusionProblem, options: FusionOptions, deadline: Deadline,
+              progress: Progress | None = None) -> Solved:
+        with progress_sink.reporting(progress):
+            result = solvers.solve(problem, options.solver, deadline=deadline,
+                                   reduction_cost=options.reduction_cost, seed=options.seed,
+                                   workers=options.workers)
+        return Solved(result.status, result.total_latency, result.bound, result.gap,
+                      result.solution.model_dump(mode="json"), result)
+
+    def evaluate(self, problem: FusionProblem, answer: Any,
+                 options: FusionEvaluateOptions) -> Verdict:
+        solution = answer if isinstance(answer, FusionSolution) else parse_solution(answer)
+        verdict = evaluate(problem, solution, Rules(reduction_cost=options.reduction_cost),
+                           strict=options.strict, details=options.steps)
+        report = verdict.report()
+        errors = [] if report.error is None else [report.error]
+        return Verdict(report.valid, report.total_latency, errors, report)
+
+    def describe_result(self, problem: FusionProblem, result: BaseModel) -> list[str]:
+        assert isinstance(result, FusionResult)
+        wall = "" if result.wall_time_s is None else f"; {result.wall_time_s:.2f} s"
+        return [f"{len(result.solution.subgraphs)} subgraphs ({result.reduction_cost}); "
+                f"subgraph latencies " + ", ".join(f"{x:,.2f}" for x in result.subgraph_latencies)
+                + wall]
+
+    def describe_report(self, report: BaseModel) -> list[str]:
+        assert isinstance(report, EvaluationReport)
+        lines = [f"{report.reduction_cost}; subgraphs "
+                 + ", ".join(f"{x:,.4f}" for x in report.subgraph_latencies)]
+        lines += [f"subgraph {m.subgraph}: claimed {m.claimed:,.4f}, computed "
+                  f"{m.computed:,.4f}" for m in report.claimed_mismatches]
+        for sub in report.details or []:
+            lines.append(f"subgraph {sub.subgraph}: {len(sub.steps)} steps")
+            lines += [f"  tile {s.tile} (r{s.row} c{s.col}) k{s.k_step}: compute "
+                      f"{s.compute:,.2f}, loaded {s.loaded}, stored {s.stored}, latency "
+                      f"{s.latency:,.2f}, working set {s.working_set}" for s in sub.steps]
+        return lines
+
+
+FAMILY = FusionFamily()

@@ -1,0 +1,149 @@
+"""The ``layout`` family (TTNN-style L1/DRAM sharding on a Tensix-like chip) on the family
+contract."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from models.device import PRESETS, DeviceSpec
+from models.errors import InputValidationError, Issue
+from models.layout import (
+    GRAPH_FORMAT,
+    Evaluation,
+    LayoutGraph,
+    LayoutPlan,
+    parse_graph,
+    parse_plan,
+)
+from solver import layout
+from solver import progress as progress_sink
+from solver.deadline import Deadline
+from solver.family import Progress, Size, Solved, SolveOptions, Verdict, count_items
+from solver.layout.evaluate import evaluate
+from solver.layout.ops import DEFAULT_MAX_CONFIGS
+from solver.layout.plan import plan_summary
+from solver.layout.problem import analyze, resolve_device, summarize
+
+LAYOUT_KEYS = frozenset({"tensors", "ops"})
+MAX_CONFIGS = 4096
+"""Most candidate configurations per op a request may ask for: the model grows with them."""
+
+
+class LayoutOptions(SolveOptions):
+    solver: Literal[tuple(layout.SOLVERS)] = Field(  # type: ignore[valid-type]
+        default="cpsat", description=f"one of {list(layout.SOLVERS)}")
+    device: str | DeviceSpec | None = Field(
+        default=None, description=f"a preset ({', '.join(sorted(PRESETS))}) or a full device "
+        "spec; overrides the graph's own device")
+    max_configs: Annotated[int, Field(
+        ge=1, le=MAX_CONFIGS, description="candidate configurations per op")] = \
+        DEFAULT_MAX_CONFIGS
+    explain: bool = Field(default=False,
+                          description="add the differences from the best baseline's plan")
+
+    @field_validator("device")
+    @classmethod
+    def _known_preset(cls, value: str | DeviceSpec | None) -> str | DeviceSpec | None:
+        if isinstance(value, str) and value not in PRESETS:
+            raise PydanticCustomError(
+                "device.unknown", "unknown device preset '{name}'; presets are {presets}",
+                {"name": value[:100], "presets": ", ".join(sorted(PRESETS))})
+        return value
+
+
+class LayoutEvaluateOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LayoutFamily:
+    name = "layout"
+    title = "TTNN-style L1/DRAM layout planning"
+    document = "layout graph"
+    document_key = "graph"
+    answer_name = "plan"
+    document_model = LayoutGraph
+    answer_model = LayoutPlan
+    result_model = LayoutPlan
+    evaluation_model = Evaluation
+    options = LayoutOptions
+    evaluate_options = LayoutEvaluateOptions
+    solvers = tuple(layout.SOLVERS)
+    hint = f"a layout graph has \"format\": \"{GRAPH_FORMAT}\""
+    units = "us"
+
+    def recognizes(self, doc: Mapping[str, Any]) -> bool:
+        return doc.get("format") == GRAPH_FORMAT or LAYOUT_KEYS <= doc.keys()
+
+    def estimate(self, doc: Mapping[str, Any]) -> Size:
+        return Size(count_items(doc.get("ops")), count_items(doc.get("tensors")))
+
+    def parse(self, doc: Any) -> LayoutGraph:
+        return parse_graph(doc)
+
+    def parse_answer(self, doc: Any) -> LayoutPlan:
+        return parse_plan(doc)
+
+    def size(self, problem: LayoutGraph) -> Size:
+        return Size(len(problem.ops), len(problem.tensors))
+
+    def admit(self, problem: LayoutGraph, options: LayoutOptions) -> None:
+        """The device must be known and hold every op's smallest scratch (the analysis
+        refuses a graph with an op that fits no configuration)."""
+        try:
+            analyze(problem, resolve_device(problem, options.device), options.max_configs)
+        except InputValidationError as exc:
+            if options.device is None:
+                raise
+            raise InputValidationError([*exc.issues, Issue(
+                ("options", "device"), "the device chosen in the options is too small for "
+                "this graph", "device.fit")], exc.what) from None
+
+    def default_time_limit_s(self, options: LayoutOptions) -> float:
+        return layout.DEFAULT_TIME_LIMIT_S
+
+    def summarize(self, problem: LayoutGraph) -> dict[str, Any]:
+        return summarize(problem)
+
+    def solve(self, problem: LayoutGraph, options: LayoutOptions, deadline: Deadline,
+              progress: Progress | None = None) -> Solved:
+        with progress_sink.reporting(progress):
+            plan = layout.solve(problem, options.solver, options.device, deadline=deadline,
+                                seed=options.seed, workers=options.workers,
+                                max_configs=options.max_configs, explain=options.explain)
+        return Solved(plan.status, plan.total_latency_us, plan.stats.best_bound,
+                      plan.stats.gap, plan.model_dump(mode="json", by_alias=True), plan)
+
+    def evaluate(self, problem: LayoutGraph, answer: Any,
+                 options: LayoutEvaluateOptions) -> Verdict:
+        plan = answer if isinstance(answer, LayoutPlan) else parse_plan(answer)
+        verdict = evaluate(analyze(problem, plan.device), plan)
+        errors = [f"{v.kind} at {v.where}: {v.msg}" for v in verdict.violations]
+        return Verdict(verdict.valid, verdict.total_latency_us, errors, verdict)
+
+    def describe_result(self, problem: LayoutGraph, result: BaseModel) -> list[str]:
+        assert isinstance(result, LayoutPlan)
+        s = plan_summary(problem, result)
+        wall = "" if result.stats.wall_time_s is None else f"; {result.stats.wall_time_s:.2f} s"
+        lines = [f"on {result.device.name}: activations in L1 {s['activations_in_l1']}/"
+                 f"{s['activations']}, reshards {s['reshards']}, reloads {s['reloads']}, "
+                 f"spills {s['spills']}{wall}"]
+        lines += [f"{v.kind} at {v.where}: {v.msg}" for v in result.violations]
+        e = result.explanation
+        if e is not None:
+            lines += [e.summary, f"vs {e.baseline}: op time saved {e.op_time_saved_us:,.2f} us, "
+                      f"reshard/reload/spill time saved {e.copy_and_spill_time_saved_us:,.2f} us"]
+            lines += [f"op {d.op}: {d.baseline_config} reading {d.baseline_inputs} -> "
+                      f"{d.config} reading {d.inputs} ({d.baseline_latency_us:,.2f} -> "
+                      f"{d.latency_us:,.2f} us)" for d in e.ops]
+            lines += [f"tensor {d.tensor}: {d.baseline_home} -> {d.home}" for d in e.tensors]
+        return lines
+
+    def describe_report(self, report: BaseModel) -> list[str]:
+        return []
+
+
+FAMILY = LayoutFamily()
