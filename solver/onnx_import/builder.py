@@ -208,6 +208,9 @@ class UnknownShape(Exception):
         super().__init__(value)
         self.value, self.node = value, node
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.value, self.node))
+
 
 def _plain_attrs(node: onnx.NodeProto) -> dict[str, Any]:
     """Small, JSON-friendly ONNX attributes kept on an opaque op for the reader."""
