@@ -43,35 +43,40 @@ def check_content_type(content_type: str | None) -> None:
         "application/json", "content_type.unsupported")], "request")
 
 
-def parse_json(raw: bytes) -> Any:
-    """The document in ``raw``, or an InputValidationError naming what is wrong with it."""
+def parse_json(raw: bytes, what: str = "request body") -> Any:
+    """The document in ``raw`` (``what``: how messages name it), or an InputValidationError
+    naming what is wrong with it. NaN and Infinity are not JSON and are refused."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputValidationError([Issue(
-            (), f"request body is not UTF-8: byte {exc.start} (0x{raw[exc.start]:02x}) "
+            (), f"{what} is not UTF-8: byte {exc.start} (0x{raw[exc.start]:02x}) "
             "cannot be decoded", "json.encoding")], "request") from None
     outside_strings = _STRING.sub(b'""', raw)
     depth = _depth(outside_strings)
     if depth > MAX_DEPTH:
         raise InputValidationError([Issue(
-            (), f"request body nests arrays and objects {depth} levels deep; at most "
+            (), f"{what} nests arrays and objects {depth} levels deep; at most "
             f"{MAX_DEPTH} are allowed", "json.depth")], "request")
     long = _LONG_NUMBER.search(outside_strings)
     if long:
         raise InputValidationError([Issue(
-            (), f"request body has a number with more than {MAX_NUMBER_DIGITS} digits (at "
+            (), f"{what} has a number with more than {MAX_NUMBER_DIGITS} digits (at "
             f"byte {long.start()}); no field takes one", "json.number_size")], "request")
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputValidationError([Issue(
-            (), f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column "
+            (), f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column "
             f"{exc.colno}", "json.invalid")], "request") from None
     except (ValueError, RecursionError) as exc:
         raise InputValidationError([Issue(
-            (), f"request body is not valid JSON: {exc}", "json.invalid")],
+            (), f"{what} is not valid JSON: {exc}", "json.invalid")],
             "request") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _depth(data: bytes) -> int:

@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # app.routes.docs serves /docs and /redoc from packaged assets
         redoc_url=None,
+        redirect_slashes=False,  # Starlette builds that redirect's Location from Host
     )
     install_error_handlers(app)
     for router in (health.router, *map(families.router_for, FAMILIES.values()),

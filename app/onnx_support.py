@@ -18,16 +18,20 @@ def importer() -> ModuleType:
     return module
 
 
-def parse_dims(values: list[str]) -> dict[str, int]:
-    """``NAME=VALUE`` pairs (``--dim`` / ``?dim=``) as a mapping, or every malformed one."""
+MAX_DIM = 2**31 - 1
+
+
+def parse_dims(values: list[str], loc: tuple[str, ...] = ("dim",)) -> dict[str, int]:
+    """``NAME=VALUE`` pairs (``--dim`` / ``?dim=``) as a mapping, or every malformed one
+    (located under ``loc``)."""
     dims, issues = {}, []
     for i, v in enumerate(values):
         name, _, value = v.partition("=")
-        if name and value.isdigit() and int(value) > 0:
+        if name and value.isdigit() and 0 < int(value) <= MAX_DIM:
             dims[name] = int(value)
         else:
-            issues.append(Issue(("dim", i), f"dim takes NAME=VALUE with a positive VALUE, got "
-                                f"'{v}'", "option.dim"))
+            issues.append(Issue((*loc, i), f"dim takes NAME=VALUE with VALUE in 1..{MAX_DIM}, "
+                                f"got '{v[:100]}'", "option.dim"))
     if issues:
         raise InputValidationError(issues, "options")
     return dims

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from app.auth import Caller, Gate, load_keys
 from app.jobs.dispatcher import Dispatcher
 from app.jobs.kinds import COMPARE, Work
-from app.jobs.pool import SolvePool
+from app.jobs.pool import SolveFailed, SolvePool
 from app.jobs.store import JobRow, JobStore
-from app.jobs.work import GOOD_STATUSES, Finished, run_solve
+from app.jobs.work import GOOD_STATUSES, Finished, Outcome, run_solve
 from app.limits import check_sync_size, queue_full
 from app.observability import Metrics
 from app.settings import Settings
@@ -88,14 +89,24 @@ class Service:
         if cached is not None:
             return Answer(cached, True)
         started = time.perf_counter()
-        outcome = await self.pool.run(run_solve, (work.kind, work.payload, work.options,
-                                                  deadline, None, admit_at), deadline)
-        if not isinstance(outcome, Finished):
-            raise Refusal(outcome.status, outcome.body)
+        outcome = await self.on_pool(run_solve, (work.kind, work.payload, work.options,
+                                                 deadline, None, admit_at), deadline)
         self.metrics.solved(work.kind, work.options["solver"], time.perf_counter() - started)
         if outcome.status in GOOD_STATUSES and outcome.cacheable:
             await run_in_threadpool(self.store.remember, work.cache_key, outcome.body)
         return Answer(outcome.body, False)
+
+    async def on_pool(self, fn: Callable[..., Outcome], args: tuple,
+                      deadline: Deadline) -> Finished:
+        """``fn`` on a worker; a refusal, or a worker that gave no answer, is a ``Refusal``
+        with its status."""
+        try:
+            outcome = await self.pool.run(fn, args, deadline)
+        except SolveFailed as exc:
+            raise Refusal(exc.status, {"detail": exc.reason}) from None
+        if not isinstance(outcome, Finished):
+            raise Refusal(outcome.status, outcome.body)
+        return outcome
 
     def submit(self, work: Work, caller: Caller, running: bool = False) -> JobRow:
         """A queued job (``running``: one the caller runs itself), or a finished one when

@@ -14,7 +14,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Fidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
-PositiveInt = Annotated[int, Field(gt=0)]
+MAX_GRID = 64
+"""Cores per grid axis: every shard grid of a tensor is enumerated per op, so the analysis
+grows with the grid (64 x 64: 0.06 s for a small graph; 1024 x 1024: 16 s). A Tensix chip
+is 8 x 8 (Wormhole) or 10 x 13 (Blackhole)."""
 Rate = Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
 """A bandwidth or clock: bounded so no latency the model computes leaves float range or
 overflows the solvers' integer units."""
@@ -26,13 +29,13 @@ class DeviceSpec(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=100)
-    grid: Annotated[list[Annotated[int, Field(gt=0, le=1024)]],
+    grid: Annotated[list[Annotated[int, Field(gt=0, le=MAX_GRID)]],
                     Field(min_length=2, max_length=2)] = Field(
-        description="worker grid [rows, cols]")
+        description=f"worker grid [rows, cols], each at most {MAX_GRID}")
     l1_size_bytes: Annotated[int, Field(gt=0, le=2**40)] = Field(description="L1 SRAM per core")
     l1_unreserved_base_bytes: Annotated[int, Field(ge=0, le=2**40)] = Field(
         description="first L1 byte the allocator may use (firmware and kernels sit below)")
-    l1_usage_cap: Annotated[float, Field(gt=0, le=1)] = Field(
+    l1_usage_cap: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.95, description="share of the unreserved L1 the optimizer may fill")
     dram_bandwidth_gbps: Rate = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
     clock_ghz: Rate = Field(description="AI clock, GHz")
@@ -42,7 +45,7 @@ class DeviceSpec(BaseModel):
         description="bytes one core moves over the NoC per cycle")
     tile_matmul_cycles: dict[Fidelity, Annotated[int, Field(gt=0, le=10**6)]] = Field(
         description="cycles of one 32x32x32 tile matmul per math fidelity")
-    matmul_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
+    matmul_utilization: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.7, description="share of peak matmul throughput reached in practice")
     dispatch_overhead_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
         description="fixed cost of launching one op (and one reshard or spill), microseconds")

@@ -70,12 +70,17 @@ def issues_from_pydantic(exc: ValidationError, prefix: Loc = ()) -> list[Issue]:
     ``schema.<type>``."""
     return [
         Issue(
-            loc=prefix + tuple(err["loc"]),
+            loc=prefix + tuple(part for part in err["loc"] if not _wrapper(part)),
             msg=_pydantic_message(err),
             rule=err["type"] if "." in err["type"] else f"schema.{err['type']}",
         )
         for err in exc.errors(include_url=False)
     ]
+
+
+def _wrapper(part: str | int) -> bool:
+    """A location part pydantic adds for a validator around a model, not a field."""
+    return isinstance(part, str) and part.startswith("function-")
 
 
 def _pydantic_message(err: dict) -> str:

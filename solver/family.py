@@ -101,6 +101,19 @@ class Verdict:
     report: BaseModel | None = None
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """An answer over its schedule, for a plot: a ``steps`` series (x, y) against a
+    ``capacity``, or ``segments`` (length, label) laid end to end."""
+
+    title: str
+    xlabel: str
+    ylabel: str = ""
+    steps: list[tuple[float, float]] = field(default_factory=list)
+    capacity: float | None = None
+    segments: list[tuple[float, str]] = field(default_factory=list)
+
+
 P = TypeVar("P")
 O = TypeVar("O", bound=SolveOptions)  # noqa: E741
 E = TypeVar("E", bound=BaseModel)
@@ -159,6 +172,9 @@ class Family(Protocol, Generic[P, O, E]):
 
     def describe_report(self, report: BaseModel) -> list[str]:
         """Lines a person reads under a valid answer's verdict."""
+
+    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+        """An answer document over its schedule (the comparison's plots)."""
 
 
 def evaluate_options_for(family: Family, options: SolveOptions) -> BaseModel:

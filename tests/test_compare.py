@@ -19,6 +19,7 @@ from app.cli import cli
 from app.main import create_app
 from models.fusion import parse_problem
 from models.layout import parse_graph
+from solver import workers
 from solver.compare import backends
 from solver.compare.batch import Batch, run_batch, tasks_for
 from solver.compare.discover import discover
@@ -198,7 +199,7 @@ def test_rerun_reuses_finished_results_unless_forced(finished, tmp_path):
 
 
 def test_planted_failures_are_recorded_and_the_batch_goes_on(tmp_path, monkeypatch):
-    monkeypatch.setattr(backends, "GRACE_S", 2.0)
+    monkeypatch.setattr(workers, "GRACE_S", 2.0)
     folder = graphs_dir(tmp_path, LAYOUT)
     shutil.copy(LAYOUT, folder / "crash.json")
     shutil.copy(LAYOUT, folder / "hang.json")

@@ -67,7 +67,7 @@ def test_evaluate_exits_1_with_the_violations(tmp_path):
 
 @pytest.mark.parametrize(("args", "code", "fragment"), [
     (["--solver", "magic"], 2, "'magic' is not one of"),
-    (["--device", "tpu"], 1, "unknown device preset 'tpu'"),
+    (["--device", "tpu"], 2, "unknown device preset 'tpu'"),
 ])
 def test_solve_rejects_unknown_names(args, code, fragment):
     r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), *args])

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.jobs import pool as pool_module
 from app.jobs.pool import SolveFailed, SolvePool
 from app.jobs.store import JobStore
 from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
 from models.fusion import parse_problem
+from solver import workers
 from solver.deadline import Deadline
 from solver.fusion.solvers import solve as solve_fusion
 
@@ -323,7 +323,7 @@ def allocate(mib: int) -> int:
 def test_a_solve_past_its_hard_deadline_is_stopped_with_a_reason(monkeypatch):
     import asyncio
 
-    monkeypatch.setattr(pool_module, "GRACE_S", 0.5)
+    monkeypatch.setattr(workers, "GRACE_S", 0.5)
     pool = SolvePool(1, 0)
     try:
         with pytest.raises(SolveFailed) as stopped:

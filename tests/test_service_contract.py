@@ -107,6 +107,12 @@ def test_input_faults_that_were_500s_name_field_and_rule(tmp_path):
                     "clock_ghz": 1.0, "l1_bytes_per_cycle": 64.0, "noc_bytes_per_cycle": 32.0,
                     "tile_matmul_cycles": {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64},
                     "dispatch_overhead_us": 2.0}
+    many_steps = {"widths": [4096] * 3, "heights": [4096] * 3, "inputs": [[0], [1]],
+                  "outputs": [[1], [2]], "base_costs": [1, 1], "op_types": ["Pointwise"] * 2,
+                  "fast_memory_capacity": 100_000, "slow_memory_bandwidth": 10,
+                  "native_granularity": [128, 128]}
+    fine_grained = {"subgraphs": [[0], [1]], "granularities": [[1, 1, 1], [1, 1, 1]],
+                    "tensors_to_retain": [[], []], "subgraph_latencies": [0, 0]}
     huge_dim = copy.deepcopy(LAYOUT)
     huge_dim["tensors"][0]["shape"] = [2**40, 64, 256]
     with make(tmp_path) as client:
@@ -138,6 +144,20 @@ def test_input_faults_that_were_500s_name_field_and_rule(tmp_path):
                          headers={"content-type": "text/plain"}),
              415, "content_type.unsupported", "$.headers.content-type"),
             (client.post("/v1/fusion/solve", json=LAYOUT), 422, "family.mismatch", "$"),
+            (client.post("/v1/fusion/solve?solver=greedy&solver=cpsat", json=FUSION),
+             422, "query.repeated", "$.query.solver"),
+            (client.post("/v1/fusion/validate", content=json.dumps(FUSION)[:-1] + ', "x": NaN}',
+                         headers=JSON), 422, "json.invalid", "$"),
+            (client.post("/v1/fusion/solve", json={
+                **FUSION, "widths": [2**20] * len(FUSION["widths"]),
+                "heights": [2**20] * len(FUSION["heights"])}),
+             422, "limit.max_tiles", "$.widths[0]"),
+            (client.post("/v1/fusion/evaluate?steps=true", json={"problem": many_steps,
+                                                                 "solution": fine_grained}),
+             422, "limit.max_detail_steps", "$.solution.granularities"),
+            (client.post("/v1/compare", json={"graphs": [{"name": "f", "graph": FUSION}],
+                                              "solvers": ["greedy", "greedy"]}),
+             422, "solvers.duplicate", "$.solvers"),
         ]
         for answer, status, rule, path in cases:
             assert answer.status_code == status, (rule, answer.text)
@@ -181,6 +201,9 @@ def test_with_keys_jobs_are_private_and_every_route_but_healthz_needs_a_key(tmp_
 
 def test_urls_never_come_from_the_host_header(tmp_path):
     with make(tmp_path) as client:
+        slash = client.get("/v1/jobs/", headers={"host": "evil.example"},
+                           follow_redirects=False)
+        assert slash.status_code == 404 and "location" not in slash.headers
         job = client.post("/v1/jobs", headers={"host": "evil.example"}, json={
             "kind": "fusion", "payload": FUSION, "options": {"solver": "greedy"}})
         assert job.headers["location"] == f"/v1/jobs/{job.json()['id']}"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -14,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from app.cli.io import console, err_console, fail, usage_error
 from app.jobs.kinds import family_option_issues
 from models.errors import InputValidationError
-from models.fusion import ReductionCost
 from solver.compare.batch import (
     REPORT,
     RESULTS,
@@ -53,10 +53,10 @@ def compare(
              "or any answer is invalid.")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Re-run pairs already finished in --out.")] = False,
-    device: Annotated[str | None, typer.Option(
-        help="Device preset for layout graphs (default: each graph's own).")] = None,
-    reduction_cost: Annotated[ReductionCost, typer.Option(
-        help="Fusion reduction-cost mode.")] = "per_native_k",
+    option: Annotated[list[str], typer.Option(
+        "--option", help="A family's own option for every graph of it, FAMILY.FIELD=VALUE "
+        "(repeatable; VALUE is JSON or text): --option layout.device=blackhole_p150 "
+        "--option fusion.reduction_cost=per_op.")] = [],  # noqa: B006
     seed: Annotated[int, typer.Option(help="Random seed of every solve.")] = 0,
     workers: Annotated[int, typer.Option(
         help="CP-SAT search threads per solve (jobs x workers should not exceed the cores).",
@@ -76,9 +76,7 @@ def compare(
         raise usage_error("no such file, folder or matching glob: " + ", ".join(missing))
     docs, notes = discover(paths)
     names = [s.strip() for s in solvers.split(",") if s.strip()] if solvers else None
-    family_options = {"layout": {"device": device} if device else {},
-                      "fusion": {"reduction_cost": reduction_cost}}
-    family_options = {k: v for k, v in family_options.items() if v}
+    family_options = _family_options(option)
     faults = family_option_issues(family_options, ())
     if faults:
         raise usage_error("; ".join(i.msg for i in faults))
@@ -114,6 +112,21 @@ def compare(
     _print_summary(outcome, out)
     if outcome.failed:
         raise typer.Exit(code=1)
+
+
+def _family_options(given: list[str]) -> dict[str, dict[str, Any]]:
+    """``FAMILY.FIELD=VALUE`` options by family; a malformed one is a usage error."""
+    found: dict[str, dict[str, Any]] = {}
+    for text in given:
+        key, sep, value = text.partition("=")
+        name, dot, field = key.partition(".")
+        if not (sep and dot and name and field):
+            raise usage_error(f"--option takes FAMILY.FIELD=VALUE, got '{text}'")
+        try:
+            found.setdefault(name, {})[field] = json.loads(value)
+        except ValueError:
+            found.setdefault(name, {})[field] = value
+    return found
 
 
 def _runtime(exc: RuntimeError) -> typer.Exit:

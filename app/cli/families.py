@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 
 from app.cli import started
 from app.cli.io import console, err_console, fail, load_json, usage_error, writable
-from models.errors import InputValidationError, Issue, issues_from_pydantic
+from models.errors import InputValidationError, issues_from_pydantic
 from solver.deadline import Deadline
 from solver.families import mismatch
 from solver.family import Family
@@ -66,10 +66,19 @@ CLI_HELP = {"time_limit_s": "seconds for the whole process, start-up included [d
 
 def _help(name: str, info: FieldInfo) -> str:
     text = CLI_HELP.get(name) or (info.description or "").rstrip(".")
+    if _takes_object(info.annotation):
+        text += " (an object as @FILE.json)"
     if info.default is not None and not callable(info.default) and \
             not isinstance(info.default, BaseModel):
         text += f" [default: {info.default}]"
     return text + "."
+
+
+def _takes_object(annotation: Any) -> bool:
+    """Whether a field accepts a model (given on the command line as a JSON file)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_takes_object(arg) for arg in typing.get_args(annotation))
 
 
 def _with_signature(fn: Any, params: list[inspect.Parameter]) -> Any:
@@ -78,17 +87,30 @@ def _with_signature(fn: Any, params: list[inspect.Parameter]) -> Any:
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.value if isinstance(v, enum.Enum) else v for k, v in values.items()
-            if v is not None}
+    """The options given, a choice as its value, ``@FILE`` as the JSON it holds."""
+    found = {}
+    for name, value in values.items():
+        if isinstance(value, enum.Enum):
+            value = value.value
+        elif isinstance(value, str) and value.startswith("@"):
+            try:
+                value = load_json(Path(value[1:]), option_name(name))
+            except InputValidationError as exc:
+                raise usage_error(f"{option_name(name)}: {exc.issues[0].msg}") from None
+        if value is not None:
+            found[name] = value
+    return found
 
 
-def _options(model: type[BaseModel], values: dict[str, Any], what: str) -> Any:
+def _options(model: type[BaseModel], values: dict[str, Any]) -> Any:
+    """The options model from the command line; a fault is a usage error (exit 2)."""
     try:
         return model.model_validate(_given(values))
     except ValidationError as exc:
-        issues = [Issue((), f"{option_name(str(i.loc[0])) if i.loc else 'options'}: {i.msg}",
-                        i.rule) for i in issues_from_pydantic(exc)]
-        raise InputValidationError(issues, what) from None
+        raise usage_error("; ".join(
+            f"{option_name(str(i.loc[0])) if i.loc else 'options'}"
+            f"{''.join(f'.{part}' for part in i.loc[1:])}: {i.msg}"
+            for i in issues_from_pydantic(exc))) from None
 
 
 def _problem(fam: Family, path: Path) -> Any:
@@ -118,7 +140,7 @@ def _solve_command(fam: Family) -> Any:
         if output is not None:
             writable(output)
         try:
-            options = _options(fam.options, values, f"{fam.name} options")
+            options = _options(fam.options, values)
             problem = _problem(fam, problem_file)
             fam.admit(problem, options)
             limit = options.time_limit_s or fam.default_time_limit_s(options)
@@ -169,7 +191,7 @@ def _evaluate_command(fam: Family) -> Any:
         answer_file: Path = values.pop("answer_file")
         as_json = values.pop("as_json")
         try:
-            options = _options(fam.evaluate_options, values, "evaluate options")
+            options = _options(fam.evaluate_options, values)
             problem = _problem(fam, problem_file)
             answer = fam.parse_answer(load_json(answer_file, fam.answer_name))
             verdict = fam.evaluate(problem, answer, options)

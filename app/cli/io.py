@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from app.body import parse_json
 from models.errors import InputValidationError, Issue
 
 console = Console(soft_wrap=True, highlight=False)
@@ -17,25 +17,18 @@ err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def load_json(path: Path, what: str) -> Any:
-    """Parse a JSON file, or raise InputValidationError saying why it cannot be read."""
+    """Parse a JSON file with the service's checks (encoding, nesting, number size), or
+    raise InputValidationError saying why it cannot be used."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputValidationError(
             [Issue((), f"cannot read {path}: {exc.strerror or exc}", "file.unreadable")], what
         ) from None
-    except UnicodeDecodeError:
-        raise InputValidationError(
-            [Issue((), f"{path} is not UTF-8 text", "file.encoding")], what
-        ) from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputValidationError(
-            [Issue((), f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column "
-                   f"{exc.colno}", "json.invalid")],
-            what,
-        ) from None
+        return parse_json(raw, str(path))
+    except InputValidationError as exc:
+        raise InputValidationError(exc.issues, what) from None
 
 
 def fail(exc: InputValidationError, as_json: bool = False) -> typer.Exit:

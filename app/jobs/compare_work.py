@@ -13,13 +13,14 @@ from solver.compare.task import Options
 from solver.families import detect
 
 
-def batch_for(payload: dict[str, Any], options: dict[str, Any], processes: int) -> Batch:
+def batch_for(payload: dict[str, Any], options: dict[str, Any], processes: int,
+              memory_mb: int = 0) -> Batch:
     docs = [GraphDoc(g["name"], g["graph"], detect(g["graph"]).name)
             for g in payload["graphs"]]
     opts = Options(options["time_limit_s"], options["seed"], options["workers"],
                    options.get("deterministic", False), options.get("family_options", {}))
     return Batch(docs, options["solvers"], opts, jobs=processes,
-                 fail_if_worse=options["fail_if_worse"])
+                 fail_if_worse=options["fail_if_worse"], memory_mb=memory_mb)
 
 
 def result_of(outcome: Outcome) -> dict[str, Any]:
@@ -33,6 +34,6 @@ def result_of(outcome: Outcome) -> dict[str, Any]:
 
 def run_compare(payload: dict[str, Any], options: dict[str, Any], processes: int, out: Path,
                 on_record: Callable[[dict[str, Any]], None] | None = None,
-                stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    return result_of(run_batch(batch_for(payload, options, processes), out, on_record,
-                               stop=stop))
+                stop: Callable[[], bool] | None = None, memory_mb: int = 0) -> dict[str, Any]:
+    return result_of(run_batch(batch_for(payload, options, processes, memory_mb), out,
+                               on_record, stop=stop))

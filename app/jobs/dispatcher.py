@@ -169,7 +169,8 @@ class Dispatcher:
         try:
             result = run_compare(job.payload, job.options, self.compare_processes,
                                  self.compare_dir / job.id, recorded,
-                                 stop=lambda: job.id in self._stopped_compares)
+                                 stop=lambda: job.id in self._stopped_compares,
+                                 memory_mb=self.pool.memory_mb)
             self.store.finish(job.id, json.dumps(result))
         except BatchStopped:
             pass  # cancelled (the store says so) or shutting down (re-queued)

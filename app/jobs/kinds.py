@@ -32,7 +32,7 @@ COMMON_OPTIONS = frozenset(SolveOptions.model_fields)
 class CompareOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    solvers: list[str] | None = Field(
+    solvers: Annotated[list[str], Field(min_length=1)] | None = Field(
         default=None, description="default: every solver of each graph's family")
     time_limit_s: TimeLimit = None
     seed: Seed = 0
@@ -165,6 +165,10 @@ def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
     limit = time_limit(settings, opts.time_limit_s, (*options_loc, "time_limit_s")) \
         or COMPARE_TIME_LIMIT_S
     opts = opts.model_copy(update={"time_limit_s": limit})
+    if opts.solvers and len(set(opts.solvers)) < len(opts.solvers):
+        raise InputValidationError([Issue((*options_loc, "solvers"), "a solver is listed "
+                                          "twice; list each once", "solvers.duplicate")],
+                                   "compare options")
     check_solvers(opts.solvers, opts.fail_if_worse)
     issues = family_option_issues(opts.family_options, options_loc)
     try:
@@ -200,6 +204,25 @@ def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
     payload = {"graphs": [i.model_dump() for i in items]}
     return Work(COMPARE, payload, opts.model_dump(mode="json"), largest, limit,
                 opts.deterministic)
+
+
+def evaluation(fam: Family, body: Any, options: Any, settings: Settings) -> Any:
+    """The family's report on the answer in an evaluate request's ``body`` (``{document:
+    ..., answer: ...}``), every fault located in the request."""
+    opts = parse_options(fam.evaluate_options, options, ("query",), "evaluate options")
+    keys = {fam.document_key, fam.answer_name}
+    if not isinstance(body, dict) or set(body) != keys:
+        shown = f"an object with {sorted(map(str, body))[:6]}" if isinstance(body, dict) \
+            else type(body).__name__
+        raise InputValidationError([Issue(
+            (), f"the body is {{\"{fam.document_key}\": ..., \"{fam.answer_name}\": ...}}, "
+            f"got {shown}", "schema.evaluate_body")], "request")
+    problem = parse_document(fam, body[fam.document_key], settings, (fam.document_key,))
+    try:
+        answer = fam.parse_answer(body[fam.answer_name])
+        return fam.evaluate(problem, answer, opts).report
+    except InputValidationError as exc:
+        raise located(exc, (fam.answer_name,)) from None
 
 
 def accept(kind: str, payload: Any, options: Any, settings: Settings,

@@ -22,17 +22,16 @@ from typing import Any
 
 from pebble import ProcessExpired, ProcessPool
 
-from app.jobs.work import limit_memory
 from solver.deadline import Deadline
+from solver.workers import grace_s, limit_memory
 
-GRACE_S = 30.0
 log = logging.getLogger("layoutsat.pool")
 
 
 def hard_deadline_s(deadline: Deadline) -> float:
     """Solvers stop at their deadline themselves; the process is killed only well past it
     (model building and evaluation get the grace), counted from now."""
-    return deadline.remaining() + max(GRACE_S, deadline.limit_s)
+    return deadline.remaining() + grace_s(deadline.limit_s)
 
 
 class SolveFailed(Exception):

@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import resource
 import time
 import traceback
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from app.jobs.kinds import admit
+from app.body import parse_json
+from app.jobs.kinds import admit, evaluation
 from app.jobs.store import JobStore
+from app.limits import LimitExceeded
+from app.settings import Settings
 from models.errors import InputValidationError, Loc
 from solver.deadline import Deadline
 from solver.families import family
@@ -85,6 +87,27 @@ def run_solve(kind: str, payload: Any, options: dict[str, Any], deadline: Deadli
         return Refused(500, {"detail": f"the solver failed: {type(exc).__name__}: {exc}"})
 
 
+def run_evaluate(kind: str, raw: bytes, options: dict[str, Any], settings: Settings) -> Outcome:
+    """An evaluate request from its raw body to the report's JSON, in a worker: a check of
+    a large answer (every step of every tile) is bounded like a solve."""
+    try:
+        fam = family(kind)
+        report = evaluation(fam, parse_json(raw), options, settings)
+        return Finished("done", report.model_dump_json(exclude_none=True, by_alias=True),
+                        False)
+    except InputValidationError as exc:
+        return Refused(422, exc.as_dict())
+    except LimitExceeded as exc:
+        return Refused(exc.status_code, exc.as_dict())
+    except MemoryError:
+        return Refused(413, {"detail": "the evaluation needed more memory than this worker "
+                             "may use (LAYOUTSAT_WORKER_MEMORY_MB)"})
+    except Exception as exc:  # a fault of ours
+        log.error("evaluation failed", extra={"fields": {"kind": kind, "error": repr(exc),
+                                                          "trace": traceback.format_exc()}})
+        return Refused(500, {"detail": f"the evaluator failed: {type(exc).__name__}: {exc}"})
+
+
 PROGRESS_EVERY_S = 0.5
 
 
@@ -106,14 +129,6 @@ class JobProgress:
         if time.monotonic() - self.written >= PROGRESS_EVERY_S:
             self.written = time.monotonic()
             self.store.progress(self.job_id, self.shown)
-
-
-def limit_memory(max_bytes: int) -> None:
-    """Pool initializer: cap the worker's data memory (heap and private mappings; not the
-    address space, which thread stacks and allocator arenas inflate far beyond what a solve
-    uses), so a runaway solve raises MemoryError or dies alone."""
-    if max_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_DATA, (max_bytes, max_bytes))
 
 
 def run_import(path: str, options: Any) -> Outcome:

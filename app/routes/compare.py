@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import FileResponse
@@ -21,7 +21,7 @@ from app.auth import Caller
 from app.body import JsonBody, json_body
 from app.jobs.compare_work import batch_for
 from app.jobs.kinds import COMPARE, MAX_GRAPHS, CompareOptions, GraphItem, Work, accept
-from app.jobs.store import FINISHED, JobRow
+from app.jobs.store import FINISHED, JobRow, JobState
 from app.routes.families import body_schema
 from app.routes.responses import INPUT, responses
 from app.service import Service, caller_of, service_of, url_for
@@ -43,7 +43,7 @@ class CompareRequest(CompareOptions):
 
 class CompareJob(BaseModel):
     id: str
-    state: Literal["queued", "running", "done", "failed", "cancelled"]
+    state: JobState
     done: int = Field(description="pairs finished")
     total: int = Field(description="(graph, solver) pairs")
     error: str | None = None

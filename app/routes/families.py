@@ -9,21 +9,21 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import Caller
 from app.body import JsonBody, json_body
-from app.jobs.kinds import accept, located, parse_document, parse_options
-from app.jobs.pool import SolveFailed
+from app.jobs.kinds import accept, parse_document
+from app.jobs.work import run_evaluate
 from app.routes.responses import INPUT, SOLVE, responses
 from app.service import caller_of, service_of
-from models.errors import InputValidationError, Issue, issues_from_pydantic
+from models.errors import InputValidationError, Issue
 from solver.deadline import Deadline
 from solver.family import Family
 
 CACHE_HEADER = "X-Layoutsat-Cache"
+EVALUATE_TIME_LIMIT_S = 30.0
 class Validated(BaseModel):
     valid: bool
     family: str
@@ -36,10 +36,8 @@ def query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
     schema = model.model_json_schema()
     params = []
     for name, prop in schema.get("properties", {}).items():
-        choices = prop.get("anyOf", [prop])
-        scalar = [c for c in choices if c.get("type") in ("string", "integer", "number",
-                                                           "boolean")
-                  or ("enum" in c and "$ref" not in c)]
+        scalar = [c for c in _alternatives(prop) if c.get("type") in (
+            "string", "integer", "number", "boolean") or ("enum" in c and "$ref" not in c)]
         if not scalar:
             continue
         shown = scalar[0] if len(scalar) == 1 else {"anyOf": scalar}
@@ -47,6 +45,12 @@ def query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
         params.append({"name": name, "in": "query", "required": False, "schema": shown,
                        "description": prop.get("description", "")})
     return params
+
+
+def _alternatives(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema's alternatives (``anyOf`` / ``oneOf``, nested), or the schema itself."""
+    nested = schema.get("anyOf") or schema.get("oneOf")
+    return [a for c in nested for a in _alternatives(c)] if nested else [schema]
 
 
 def body_schema(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +61,14 @@ def body_schema(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
 
 
 async def query_options(request: Request) -> dict[str, Any]:
+    """The query string as options; a parameter given twice is a fault, not a guess."""
+    repeated = sorted({k for k in request.query_params if
+                       len(request.query_params.getlist(k)) > 1})
+    if repeated:
+        raise InputValidationError([Issue(("query", k), f"'{k}' is given "
+                                          f"{len(request.query_params.getlist(k))} times; give "
+                                          "it once", "query.repeated") for k in repeated],
+                                   "request")
     return dict(request.query_params)
 
 
@@ -91,15 +103,12 @@ def router_for(fam: Family) -> APIRouter:
             fam.name, body.parse(), options, service.settings, (), ("query",), False))
         deadline = Deadline.after(work.time_limit_s, deterministic=work.deterministic,
                                   start=deadline_from)
-        try:
-            found = await service.solve_now(work, deadline, ((), ("query",)))
-        except SolveFailed as exc:
-            return _failed(exc)
+        found = await service.solve_now(work, deadline, ((), ("query",)))
         return Response(found.body, media_type="application/json",
                         headers={CACHE_HEADER: "hit" if found.cached else "miss"})
 
     @router.post("/evaluate", response_model=fam.evaluation_model,
-                 response_model_exclude_none=True, responses=responses(*INPUT),
+                 response_model_exclude_none=True, responses=responses(*SOLVE),
                  summary=f"Check a {fam.answer_name} independently",
                  openapi_extra={**body_schema({
                      "type": "object", "required": [doc_key, fam.answer_name],
@@ -110,36 +119,16 @@ def router_for(fam: Family) -> APIRouter:
                                            f"{fam.answer_model.__name__}"}}}),
                      "parameters": query_parameters(fam.evaluate_options)},
                  name=f"{fam.name}_evaluate")
-    def evaluate(request: Request, raw: Annotated[JsonBody, Depends(json_body)],
-                 options: Annotated[dict[str, Any], Depends(query_options)],
-                 _caller: Annotated[Caller, Depends(caller_of)]) -> Any:
+    async def evaluate(request: Request, raw: Annotated[JsonBody, Depends(json_body)],
+                       options: Annotated[dict[str, Any], Depends(query_options)],
+                       _caller: Annotated[Caller, Depends(caller_of)]) -> Response:
         """Every fault of the answer and the recomputed totals (200 with ``valid: false``:
-        an invalid answer is an answer, not a bad request)."""
-        settings = service_of(request).settings
-        opts = parse_options(fam.evaluate_options, options, ("query",), "evaluate options")
-        body = raw.parse()
-        if not isinstance(body, dict) or set(body) != {doc_key, fam.answer_name}:
-            raise InputValidationError([Issue(
-                (), f"the body is {{\"{doc_key}\": ..., \"{fam.answer_name}\": ...}}, "
-                f"got {_shape(body)}", "schema.evaluate_body")], "request")
-        problem = parse_document(fam, body[doc_key], settings, (doc_key,))
-        try:
-            answer = fam.parse_answer(body[fam.answer_name])
-            return fam.evaluate(problem, answer, opts).report
-        except InputValidationError as exc:
-            raise located(exc, (fam.answer_name,)) from None
-        except ValidationError as exc:
-            raise InputValidationError(issues_from_pydantic(exc, (fam.answer_name,)),
-                                       fam.answer_name) from None
+        an invalid answer is an answer, not a bad request). Checked by a worker, within
+        ``EVALUATE_TIME_LIMIT_S``."""
+        service = service_of(request)
+        found = await service.on_pool(run_evaluate, (fam.name, raw.raw, options,
+                                                     service.settings),
+                                      Deadline.after(EVALUATE_TIME_LIMIT_S))
+        return Response(found.body, media_type="application/json")
 
     return router
-
-
-def _shape(body: Any) -> str:
-    if isinstance(body, dict):
-        return f"an object with {sorted(map(str, body))[:6]}"
-    return type(body).__name__
-
-
-def _failed(exc: SolveFailed) -> Response:
-    return JSONResponse(status_code=exc.status, content={"detail": exc.reason})

@@ -15,11 +15,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from app.auth import Caller
-from app.jobs.pool import SolveFailed
-from app.jobs.work import Finished, run_import
+from app.jobs.work import run_import
 from app.onnx_support import importer, parse_dims
 from app.routes.responses import INPUT, responses
-from app.service import Refusal, caller_of, service_of
+from app.service import caller_of, service_of
 from solver.deadline import Deadline
 
 router = APIRouter(prefix="/v1/layout", tags=["layout"])
@@ -55,8 +54,8 @@ async def import_route(
 ) -> Response:
     """The ONNX bytes are the body; unknown operators become opaque ops (see the report)."""
     service = service_of(request)
-    options = importer().ImportOptions(batch, seq_len, parse_dims(dim), dtype, weight_dtype,
-                                       repeat, name)
+    options = importer().ImportOptions(batch, seq_len, parse_dims(dim, ("query", "dim")),
+                                       dtype, weight_dtype, repeat, name)
     uploads = service.data_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=uploads, suffix=".onnx", delete=False) as out:
@@ -67,12 +66,9 @@ async def import_route(
         except BaseException:
             path.unlink(missing_ok=True)
             raise
-    deadline = Deadline.after(IMPORT_TIME_LIMIT_S)
     try:
-        outcome = await service.pool.run(run_import, (str(path), options), deadline)
-    except SolveFailed as exc:
-        path.unlink(missing_ok=True)
-        raise Refusal(exc.status, {"detail": exc.reason}) from None
-    if not isinstance(outcome, Finished):
-        raise Refusal(outcome.status, outcome.body)
-    return Response(outcome.body, media_type="application/json")
+        found = await service.on_pool(run_import, (str(path), options),
+                                      Deadline.after(IMPORT_TIME_LIMIT_S))
+    finally:
+        path.unlink(missing_ok=True)  # the worker removes it, unless it was killed
+    return Response(found.body, media_type="application/json")

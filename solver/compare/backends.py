@@ -21,19 +21,19 @@ from typing import Any
 from pebble import ProcessExpired, ProcessPool
 
 from solver.compare.task import Task, blank_record, run_task
+from solver.workers import grace_s, limit_memory
 
 Record = dict[str, Any]
 OnDone = Callable[[Record], None]
 Runner = Callable[[Task], Record]
 
-GRACE_S = 30.0
 STOP_POLL_S = 0.5
 
 
 def hard_deadline_s(task: Task) -> float:
     """Solvers stop at their time limit; the process is killed only well past it (model
     building, evaluation and heuristics that take no limit get the grace)."""
-    return task.options.time_limit_s + max(GRACE_S, task.options.time_limit_s)
+    return task.options.time_limit_s + grace_s(task.options.time_limit_s)
 
 
 def _failed(task: Task, status: str, error: str, wall: float) -> Record:
@@ -41,15 +41,17 @@ def _failed(task: Task, status: str, error: str, wall: float) -> Record:
 
 
 def run_local(tasks: list[Task], jobs: int, on_done: OnDone, runner: Runner = run_task,
-              stop: Callable[[], bool] | None = None) -> None:
-    """Run ``tasks`` on ``jobs`` worker processes; ``runner`` must be importable by name.
-    When ``stop`` answers True the unfinished tasks are cancelled (running ones killed)."""
+              stop: Callable[[], bool] | None = None, memory_mb: int = 0) -> None:
+    """Run ``tasks`` on ``jobs`` worker processes, each capped at ``memory_mb`` (0: no
+    cap); ``runner`` must be importable by name. When ``stop`` answers True the unfinished
+    tasks are cancelled (running ones killed)."""
     if not tasks:
         return
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([run_task.__module__])
     with ProcessPool(max_workers=max(1, min(jobs, len(tasks))), max_tasks=1,
-                     context=context) as pool:
+                     context=context, initializer=limit_memory,
+                     initargs=(memory_mb << 20,)) as pool:
         futures: dict[Future, Task] = {
             pool.schedule(runner, args=(t,), timeout=hard_deadline_s(t)): t for t in tasks}
         pending = set(futures)

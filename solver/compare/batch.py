@@ -37,6 +37,8 @@ class Batch:
     ray_address: str | None = None
     force: bool = False
     fail_if_worse: str | None = None
+    memory_mb: int = 0
+    """Memory cap of each local worker process (0: none)."""
 
 
 @dataclass
@@ -158,7 +160,7 @@ def run_batch(batch: Batch, out: Path, on_record: Callable[[Record], None] | Non
     if batch.backend == "ray":
         run_ray(todo, batch.ray_address, done, runner)
     else:
-        run_local(todo, batch.jobs, done, runner, stop)
+        run_local(todo, batch.jobs, done, runner, stop, batch.memory_mb)
     if stop is not None and stop():
         store.flush(list(store.records.values()))
         raise BatchStopped(f"stopped after {len(store.records)} of {len(tasks)} pairs")

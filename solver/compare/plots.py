@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from solver.compare.summary import REFERENCE, by_graph, succeeded, versus  # noqa: E402
+from solver.families import FAMILIES  # noqa: E402
 
 Record = dict[str, Any]
 FORMATS = ("png", "svg")
@@ -75,39 +76,26 @@ def ratio_distribution(records: list[Record], out: Path) -> list[str]:
     return _save(fig, out, "ratio_distribution")
 
 
-def _layout_timeline(ax: Any, plan: dict[str, Any]) -> None:
-    steps = [s["step"] for s in plan["l1_timeline"]]
-    used = [s["bytes_per_core"] / 1024 for s in plan["l1_timeline"]]
-    ax.step(steps, used, where="mid", label="L1 in use")
-    ax.axhline(plan["l1_capacity_bytes_per_core"] / 1024, color="red", linestyle="--",
-               label="capacity")
-    ax.set_xlabel("schedule step (op)")
-    ax.set_ylabel("KiB per core")
-    ax.legend(fontsize=8)
-
-
-def _fusion_timeline(ax: Any, solution: dict[str, Any]) -> None:
-    start = 0.0
-    for i, (ops, latency) in enumerate(zip(solution["subgraphs"],
-                                           solution["subgraph_latencies"], strict=True)):
-        ax.barh(0, latency, left=start, edgecolor="white")
-        if latency > 0:
-            ax.text(start + latency / 2, 0, str(len(ops)), ha="center", va="center", fontsize=7)
-        start += latency
-        if i == 0:
-            ax.set_yticks([])
-    ax.set_xlabel("time (subgraphs in order; labels: ops per subgraph)")
-
-
 def timeline(record: Record, out: Path) -> list[str]:
-    """The reference answer's timeline for one graph."""
+    """The reference answer over its schedule for one graph, as its family draws it."""
+    shown = FAMILIES[record["family"]].timeline(record["answer"])
     fig, ax = plt.subplots(figsize=(7.5, 3.0))
-    if record["family"] == "layout":
-        _layout_timeline(ax, record["answer"])
-        ax.set_title(f"{record['graph']}: L1 use of the {record['solver']} plan")
-    else:
-        _fusion_timeline(ax, record["answer"])
-        ax.set_title(f"{record['graph']}: subgraph timeline of the {record['solver']} schedule")
+    if shown.steps:
+        ax.step(*zip(*shown.steps, strict=True), where="mid", label="in use")
+        if shown.capacity is not None:
+            ax.axhline(shown.capacity, color="red", linestyle="--", label="capacity")
+        ax.legend(fontsize=8)
+    start = 0.0
+    for length, label in shown.segments:
+        ax.barh(0, length, left=start, edgecolor="white")
+        if length > 0:
+            ax.text(start + length / 2, 0, label, ha="center", va="center", fontsize=7)
+        start += length
+    if shown.segments:
+        ax.set_yticks([])
+    ax.set_xlabel(shown.xlabel)
+    ax.set_ylabel(shown.ylabel)
+    ax.set_title(f"{record['graph']}: {shown.title} of the {record['solver']} answer")
     return _save(fig, out, f"timeline-{slug(record['graph'])}")
 
 

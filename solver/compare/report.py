@@ -12,9 +12,9 @@ from solver.compare.summary import (
     succeeded,
     versus,
 )
+from solver.families import FAMILIES
 
 Record = dict[str, Any]
-UNITS = {"layout": "us", "fusion": "contest time units"}
 
 
 def _cell(r: Record | None) -> str:
@@ -79,7 +79,7 @@ def _slowest(records: list[Record]) -> list[str]:
 def render(records: list[Record], options: dict[str, Any], gate: list[str] | None,
            plots: list[str]) -> str:
     """The whole report as Markdown; ``gate`` is None when no gate was asked for."""
-    units = ", ".join(f"{f}: {u}" for f, u in UNITS.items())
+    units = ", ".join(f"{name}: {fam.units}" for name, fam in FAMILIES.items())
     opts = ", ".join(f"{k}={v}" for k, v in options.items())
     parts = ["# layoutsat compare report", "",
              f"{len({r['graph'] for r in records})} graphs, {len(records)} (graph, solver) "

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.errors import Issue, raise_if_any
+from models.errors import InputValidationError, Issue, raise_if_any
 from models.fusion import (
     EvaluationReport,
     FusionProblem,
@@ -19,11 +19,18 @@ from models.fusion import (
 )
 from solver import progress as progress_sink
 from solver.deadline import Deadline
-from solver.family import Progress, Size, Solved, SolveOptions, Verdict, count_items
+from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, count_items
 from solver.fusion import solvers
 from solver.fusion.evaluate import evaluate
-from solver.fusion.problem import Rules, summarize
+from solver.fusion.problem import FusionGraph, Rules, k_steps, summarize
 
+MAX_TILES = 2**20
+"""Most native tiles one tensor may span: an answer lists the tiles of its traversal
+orders, and the evaluator and the solvers walk them (the contest's largest tensors span
+1,024). Tiles smaller than native (a tight capacity) can still make an answer larger; the
+worker's memory limit bounds that."""
+MAX_DETAIL_STEPS = 100_000
+"""Most steps a report of every step may list (each is a JSON object of a dozen numbers)."""
 FUSION_KEYS = frozenset({"widths", "heights", "op_types", "base_costs", "native_granularity"})
 
 
@@ -89,6 +96,14 @@ class FusionFamily:
                     ("op_types", q), f"op {q} alone does not fit in fast memory at any "
                     f"granularity: even 1x1 tiles hold {least} elements, "
                     f"fast_memory_capacity is {capacity}", "capacity.op_does_not_fit"))
+        native_w, native_h = problem.native_granularity[:2]
+        for t, (w, h) in enumerate(zip(problem.widths, problem.heights, strict=True)):
+            tiles = -(-w // native_w) * -(-h // native_h)
+            if tiles > MAX_TILES:
+                issues.append(Issue(
+                    ("widths", t), f"tensor {t} ({w}x{h}) spans {tiles:,} native tiles; this "
+                    f"service takes at most {MAX_TILES:,} (an answer lists the tiles it "
+                    "walks)", "limit.max_tiles"))
         raise_if_any(issues, "fusion problem")
 
     def default_time_limit_s(self, options: FusionOptions) -> float:
@@ -109,6 +124,13 @@ class FusionFamily:
     def evaluate(self, problem: FusionProblem, answer: Any,
                  options: FusionEvaluateOptions) -> Verdict:
         solution = answer if isinstance(answer, FusionSolution) else parse_solution(answer)
+        if options.steps:
+            steps = step_count(problem, solution)
+            if steps > MAX_DETAIL_STEPS:
+                raise InputValidationError([Issue(
+                    ("granularities",), f"the solution runs {steps:,} steps; a report of every "
+                    f"step (steps=true) lists at most {MAX_DETAIL_STEPS:,}",
+                    "limit.max_detail_steps")], "fusion solution")
         verdict = evaluate(problem, solution, Rules(reduction_cost=options.reduction_cost),
                            strict=options.strict, details=options.steps)
         report = verdict.report()
@@ -134,6 +156,30 @@ class FusionFamily:
                       f"{s.compute:,.2f}, loaded {s.loaded}, stored {s.stored}, latency "
                       f"{s.latency:,.2f}, working set {s.working_set}" for s in sub.steps]
         return lines
+
+    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+        return _timeline(answer)
+
+
+def _timeline(solution: Mapping[str, Any]) -> Timeline:
+    return Timeline("subgraph timeline", "time (subgraphs in order; labels: ops per "
+                    "subgraph)", segments=[(latency, str(len(ops))) for ops, latency in zip(
+                        solution["subgraphs"], solution["subgraph_latencies"], strict=True)])
+
+
+def step_count(problem: FusionProblem, solution: FusionSolution) -> int:
+    """Tiles times k-steps of every subgraph the evaluator would simulate; malformed entries
+    count nothing (the evaluator refuses them)."""
+    g = FusionGraph(problem)
+    total = 0
+    for ops, gran in zip(solution.subgraphs, solution.granularities, strict=False):
+        if not ops or not all(0 <= q < problem.num_ops for q in ops) or \
+                min(gran, default=0) <= 0:
+            continue
+        shape = g.shape(tuple(ops))
+        rows, cols = shape.grid(gran[0], gran[1])
+        total += rows * cols * max(k_steps(g, shape, gran[2]).values(), default=1)
+    return total
 
 
 FAMILY = FusionFamily()

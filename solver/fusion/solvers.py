@@ -21,7 +21,7 @@ from models.fusion import (
     ReductionCost,
     SolveStatus,
 )
-from solver.deadline import Deadline, now
+from solver.deadline import Deadline, now, wrap_up_s
 from solver.family import InvalidAnswer
 from solver.fusion.bound import CoverBound, cover_bound, forced_bound
 from solver.fusion.cpsat import as_planned, cpsat_search, total
@@ -157,7 +157,8 @@ def solve(problem: FusionProblem, solver: str = DEFAULT_SOLVER, *,
         deadline = Deadline.after(time_limit_s or default_time_limit_s(solver))
     started = time.monotonic()
     with deadline.running() as run:
-        result = SOLVERS[solver](problem, run.at, reduction_cost=reduction_cost, seed=seed,
+        ends = run.at - wrap_up_s(problem.num_ops)
+        result = SOLVERS[solver](problem, ends, reduction_cost=reduction_cost, seed=seed,
                                  workers=workers)
         repeatable = deadline.deterministic and not run.wall_stopped
     return result.model_copy(update={

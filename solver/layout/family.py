@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 from pydantic_core import PydanticCustomError
 
 from models.device import PRESETS, DeviceSpec
@@ -22,7 +22,7 @@ from models.layout import (
 from solver import layout
 from solver import progress as progress_sink
 from solver.deadline import Deadline
-from solver.family import Progress, Size, Solved, SolveOptions, Verdict, count_items
+from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, count_items
 from solver.layout.evaluate import evaluate
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.plan import plan_summary
@@ -33,10 +33,16 @@ MAX_CONFIGS = 4096
 """Most candidate configurations per op a request may ask for: the model grows with them."""
 
 
+def _device_kind(value: Any) -> str:
+    """Which form of ``device`` a value is, so its faults are those of that form only."""
+    return "spec" if isinstance(value, dict | DeviceSpec) else "preset"
+
+
 class LayoutOptions(SolveOptions):
     solver: Literal[tuple(layout.SOLVERS)] = Field(  # type: ignore[valid-type]
         default="cpsat", description=f"one of {list(layout.SOLVERS)}")
-    device: str | DeviceSpec | None = Field(
+    device: Annotated[Annotated[str, Tag("preset")] | Annotated[DeviceSpec, Tag("spec")],
+                      Discriminator(_device_kind)] | None = Field(
         default=None, description=f"a preset ({', '.join(sorted(PRESETS))}) or a full device "
         "spec; overrides the graph's own device")
     max_configs: Annotated[int, Field(
@@ -144,6 +150,12 @@ class LayoutFamily:
 
     def describe_report(self, report: BaseModel) -> list[str]:
         return []
+
+    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+        return Timeline("L1 use", "schedule step (op)", "KiB per core",
+                        steps=[(s["step"], s["bytes_per_core"] / 1024)
+                               for s in answer["l1_timeline"]],
+                        capacity=answer["l1_capacity_bytes_per_core"] / 1024)
 
 
 FAMILY = LayoutFamily()

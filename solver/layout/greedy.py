@@ -19,8 +19,10 @@ As DESIGN.md 2.2 describes it, after tt-mlir's LayoutPropagation and L1SpillMana
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
+from solver.deadline import now
 from solver.layout.memory import DRAM, L1_INTERLEAVED, MemConfig, sharded_configs
 from solver.layout.ops import Candidate
 from solver.layout.plan import (
@@ -53,8 +55,20 @@ class BeamEntry:
     score: tuple
 
 
-def assign(problem: LayoutProblem) -> Assignment:
-    beams = forward_pass(problem)
+CLOCK_EVERY_OPS = 32
+"""Ops walked between clock readings (a reading is charged as work in a deterministic
+solve; one op takes about 0.5 ms); the first ones are always walked, so a small graph
+always gets its greedy plan."""
+
+
+class TimeUp(Exception):
+    """The walk passed the deadline it was given (``assign(problem, ends)``)."""
+
+
+def assign(problem: LayoutProblem, ends: float = math.inf) -> Assignment:
+    """Today's production approach (DESIGN.md 2.2); raises ``TimeUp`` when the forward
+    walk passes ``ends`` (a ``deadline.now()`` value), as the CP-SAT solver gives it."""
+    beams = forward_pass(problem, ends)
     choice = backward_pass(problem, beams)
     configs = {op: beams[op][choice[op]].cand for op in problem.order}
     reads = {op: list(beams[op][choice[op]].reads) for op in problem.order}
@@ -64,9 +78,11 @@ def assign(problem: LayoutProblem) -> Assignment:
 # ----------------------------------------------------------------------- forward pass
 
 
-def forward_pass(problem: LayoutProblem) -> dict[str, list[BeamEntry]]:
+def forward_pass(problem: LayoutProblem, ends: float = math.inf) -> dict[str, list[BeamEntry]]:
     beams: dict[str, list[BeamEntry]] = {}
-    for op in problem.order:
+    for i, op in enumerate(problem.order):
+        if i and i % CLOCK_EVERY_OPS == 0 and now() > ends:
+            raise TimeUp(f"the greedy walk passed its deadline at op '{op}'")
         options = [input_options(problem, beams, op, i) for i in range(len(problem.ops[op].inputs))]
         beams[op] = best_entries(problem, op, options) or [dram_fallback(problem, op)]
     return beams
