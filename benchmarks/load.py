@@ -42,7 +42,7 @@ def main() -> None:
         server = Server(Path(data), workers=args.pool_workers)
         try:
             for i in range(args.repeats):
-                numbers = asyncio.run(run_load(server.url, args.solves))
+                numbers = asyncio.run(run_load(server.url, args.solves, i * args.solves))
                 print(f"run {i + 1}: {numbers}")
                 runs.append(numbers)
         finally:

@@ -31,8 +31,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def run_load(base_url: str, solves: int = 200) -> dict[str, Any]:
-    """Fire ``solves`` requests at once; a thread of its own samples /healthz until the last
+async def run_load(base_url: str, solves: int = 200, first_seed: int = 0) -> dict[str, Any]:
+    """Fire ``solves`` requests at once (seeds from ``first_seed``, so a repeat on the same
+    server is not answered from its cache); a thread of its own samples /healthz until the last
     one answers (so the load's own event loop never delays a probe)."""
     health_ms: list[float] = []
     finished = threading.Event()
@@ -48,7 +49,7 @@ async def run_load(base_url: str, solves: int = 200) -> dict[str, Any]:
                 time.sleep(HEALTH_EVERY_S)
 
     async def solve(client: httpx.AsyncClient, i: int) -> tuple[int, float]:
-        path, params, body = _request(i)
+        path, params, body = _request(first_seed + i)
         started = time.perf_counter()
         answer = await client.post(path, params=params, json=body)
         return answer.status_code, time.perf_counter() - started
