@@ -108,16 +108,15 @@ class Service:
             raise Refusal(outcome.status, outcome.body)
         return outcome
 
-    def submit(self, work: Work, caller: Caller, running: bool = False) -> JobRow:
-        """A queued job (``running``: one the caller runs itself), or a finished one when
-        the cache already holds its result; the per-client limit is checked and the job
-        stored in one transaction, so concurrent submissions cannot pass it together."""
+    def submit(self, work: Work, caller: Caller) -> JobRow:
+        """A queued job, or a finished one when the cache already holds its result; the
+        per-client limit is checked and the job stored in one transaction, so concurrent
+        submissions cannot pass it together."""
         cached = self.store.cached(work.cache_key) if work.kind != COMPARE else None
         if work.kind != COMPARE:
             self.metrics.cache_lookup(cached is not None)
         job = self.store.create(work.kind, caller.client, work.payload, work.options,
                                 work.cache_key, result=cached, cached=cached is not None,
-                                running=running,
                                 max_active=self.settings.max_queued_jobs_per_client)
         if job is None:
             raise queue_full(self.settings, caller.client)

@@ -162,9 +162,6 @@ class Deadline:
         """Wall seconds left (never negative)."""
         return max(0.0, self.at - time.monotonic())
 
-    def expired(self) -> bool:
-        return time.monotonic() >= self.at
-
     @contextmanager
     def running(self) -> Iterator[_RunningSolve]:
         """Run a solve under this deadline: yields the deadline as a ``now()`` value on the

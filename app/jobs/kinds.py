@@ -20,6 +20,7 @@ from app.limits import check_graph_size, time_limit
 from app.settings import Settings
 from models.errors import InputValidationError, Issue, Loc, issues_from_pydantic
 from solver.compare.batch import check_solvers
+from solver.compare.task import Options
 from solver.families import FAMILIES, detect, family, mismatch
 from solver.family import Family, Seed, SolveOptions, TimeLimit, Workers
 
@@ -69,7 +70,10 @@ class Work:
     options: dict[str, Any]
     ops: int
     time_limit_s: float
-    deterministic: bool = False
+
+    @property
+    def deterministic(self) -> bool:
+        return bool(self.options.get("deterministic", False))
 
     @property
     def cache_key(self) -> str:
@@ -132,7 +136,7 @@ def _solve(fam: Family, payload: Any, options: Any, settings: Settings, payload_
     if admitted:
         admit(fam, problem, opts, payload_loc, options_loc)
     return Work(fam.name, payload, opts.model_dump(mode="json", by_alias=True),
-                fam.size(problem).ops, limit, opts.deterministic)
+                fam.size(problem).ops, limit)
 
 
 def family_option_issues(given: dict[str, dict[str, Any]], loc: Loc) -> list[Issue]:
@@ -149,12 +153,19 @@ def family_option_issues(given: dict[str, dict[str, Any]], loc: Loc) -> list[Iss
             issues.append(Issue(where, f"{', '.join(shared)} apply to every graph: give "
                                 "them beside family_options", "options.shared"))
             continue
-        fam = FAMILIES[name]
         try:
-            fam.options.model_validate({"solver": fam.solvers[0], **values})
+            compare_options_of(FAMILIES[name], values)
         except ValidationError as exc:
             issues += issues_from_pydantic(exc, where)
     return issues
+
+
+def compare_options_of(fam: Family, values: dict[str, Any],
+                       time_limit_s: float = COMPARE_TIME_LIMIT_S) -> SolveOptions:
+    """A family's options model for a comparison's graphs of it, as each pair will build
+    it (``solver.compare.task.Options``), under its first solver."""
+    return Options(time_limit_s, family_options={fam.name: values}).for_family(
+        fam.name, fam.solvers[0])
 
 
 def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
@@ -186,15 +197,17 @@ def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
         names.add(item.name)
         try:
             fam = detect(item.graph)
+        except InputValidationError as exc:
+            issues += located(exc, (*where, "graph")).issues
+            continue
+        try:
             problem = parse_document(fam, item.graph, settings, (*where, "graph"))
-            extra = opts.family_options.get(fam.name, {})
-            solver_options = fam.options.model_validate({
-                "solver": fam.solvers[0], "time_limit_s": limit, **extra})
+            solver_options = compare_options_of(fam, opts.family_options.get(fam.name, {}),
+                                                time_limit_s=limit)
             admit(fam, problem, solver_options, (*where, "graph"),
                   (*options_loc, "family_options", fam.name))
         except InputValidationError as exc:
-            issues += exc.issues if exc.issues[0].loc[:len(where)] == where \
-                else located(exc, (*where, "graph")).issues
+            issues += exc.issues
             continue
         except ValidationError:
             continue  # the family's options fault is already listed
@@ -202,8 +215,7 @@ def _compare(payload: Any, options: Any, settings: Settings, payload_loc: Loc,
     if issues:
         raise InputValidationError(issues, "compare request")
     payload = {"graphs": [i.model_dump() for i in items]}
-    return Work(COMPARE, payload, opts.model_dump(mode="json"), largest, limit,
-                opts.deterministic)
+    return Work(COMPARE, payload, opts.model_dump(mode="json"), largest, limit)
 
 
 def evaluation(fam: Family, body: Any, options: Any, settings: Settings) -> Any:

@@ -98,15 +98,14 @@ class JobStore:
 
     def create(self, kind: str, client: str, payload: Any, options: dict[str, Any],
                cache_key: str, result: str | None = None, cached: bool = False,
-               running: bool = False, max_active: int | None = None) -> JobRow | None:
-        """A queued job; with ``result`` (JSON text, from the cache) one already done;
-        ``running``: one the caller runs itself (a restart re-queues it like any other).
+               max_active: int | None = None) -> JobRow | None:
+        """A queued job; with ``result`` (JSON text, from the cache) one already done.
         With ``max_active``: None, and nothing stored, when the client already has that
         many queued or running jobs (checked and inserted in one transaction)."""
         now = time.time()
         job_id = uuid.uuid4().hex
         done = result is not None
-        state = "done" if done else "running" if running else "queued"
+        state = "done" if done else "queued"
         with self._db() as db:
             db.execute("BEGIN IMMEDIATE")
             if max_active is not None and not done and db.execute(
