@@ -37,23 +37,26 @@ class LimitExceeded(HTTPException):
                 "value": self.value, "errors": [self.issue.as_dict()]}
 
 
-def check_graph_size(settings: Settings, ops: int, tensors: int, loc: Loc = ()) -> None:
-    if ops > settings.max_ops:
-        raise LimitExceeded(413, "max_ops", settings.max_ops, loc,
-                            f"the graph has {ops} ops; this service takes at most "
-                            f"{settings.max_ops} (LAYOUTSAT_MAX_OPS)")
-    if tensors > settings.max_tensors:
-        raise LimitExceeded(413, "max_tensors", settings.max_tensors, loc,
-                            f"the graph has {tensors} tensors; this service takes at most "
-                            f"{settings.max_tensors} (LAYOUTSAT_MAX_TENSORS)")
+def check_graph_size(settings: Settings, names: tuple[str, str], items: int, links: int,
+                     loc: Loc = ()) -> None:
+    """A document's two counts (ops and tensors of a graph, nodes and edges of a strategy
+    graph: the family's ``size_names``) against the limits of those names."""
+    for name, count in zip(names, (items, links), strict=True):
+        limit = getattr(settings, f"max_{name}")
+        if count > limit:
+            raise LimitExceeded(413, f"max_{name}", limit, loc,
+                                f"the document has {count} {name}; this service takes at "
+                                f"most {limit} (LAYOUTSAT_MAX_{name.upper()})")
 
 
-def check_sync_size(settings: Settings, ops: int) -> None:
-    """Large graphs go through the jobs API, so no request holds a connection for minutes."""
-    if ops > settings.sync_max_ops:
-        raise LimitExceeded(413, "sync_max_ops", settings.sync_max_ops, (),
-                            f"the graph has {ops} ops; synchronous solves take at most "
-                            f"{settings.sync_max_ops} (LAYOUTSAT_SYNC_MAX_OPS): submit it to "
+def check_sync_size(settings: Settings, name: str, items: int) -> None:
+    """Large documents go through the jobs API, so no request holds a connection for
+    minutes."""
+    limit = getattr(settings, f"sync_max_{name}")
+    if items > limit:
+        raise LimitExceeded(413, f"sync_max_{name}", limit, (),
+                            f"the document has {items} {name}; synchronous solves take at most "
+                            f"{limit} (LAYOUTSAT_SYNC_MAX_{name.upper()}): submit it to "
                             "POST /v1/jobs and poll GET /v1/jobs/{id}")
 
 

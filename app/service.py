@@ -83,7 +83,7 @@ class Service:
         """A solve on the pool, answered from the cache when it can be; the database is
         reached from a thread, never from the event loop. ``admit_at``: the work was
         accepted without the family's admission check, which the worker runs."""
-        check_sync_size(self.settings, work.ops)
+        check_sync_size(self.settings, work.size_name, work.ops)
         cached = await run_in_threadpool(self.store.cached, work.cache_key)
         self.metrics.cache_lookup(cached is not None)
         if cached is not None:

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     max_tensors: int = Field(default=20000, ge=1, description="tensors per graph")
     sync_max_ops: int = Field(default=300, ge=1, description="ops per graph above which the "
                               "synchronous solve routes point to the jobs API")
+    max_nodes: int = Field(default=200_000, ge=1, description="nodes per iopddl problem")
+    max_edges: int = Field(default=400_000, ge=1, description="edges per iopddl problem")
+    sync_max_nodes: int = Field(default=2_000, ge=1, description="nodes per iopddl problem "
+                                "above which the synchronous solve route points to the jobs "
+                                "API")
     default_time_limit_s: float | None = Field(
         default=None, gt=0, description="time limit when a request gives none (default: the "
         "solver's own: 30 s fusion cpsat, 10 s otherwise)")

@@ -172,6 +172,31 @@ def load_table(data: Row) -> str:
     return "\n".join(lines)
 
 
+# --- iopddl: benchmarks/iopddl.py ---------------------------------------------------------
+
+def iopddl_table(rows: list[Row]) -> str:
+    """One line per (benchmark, timeout) of ``benchmarks/iopddl.py``."""
+    lines = ["| benchmark | timeout s | nodes | edges | reduced nodes | reduced edges | valid | "
+             "cost | best published | cost / best | bound | gap | status | wall s | "
+             "peak RSS MiB |", "|" + "---|" * 15]
+
+    def number(value: Any) -> str:
+        return "-" if value is None else f"{value:,}"
+
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else (f"{r['ratio']:.4f}" if r["ratio"] < 100
+                                                 else f"{r['ratio']:.2e}")
+        gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
+        lines.append(
+            f"| {r['benchmark']} | {r['timeout_s']:g} | {number(r['nodes'])} | "
+            f"{number(r['edges'])} | {number(r['reduced_nodes'])} | "
+            f"{number(r['reduced_edges'])} | {'yes' if r['valid'] else 'no'} | "
+            f"{number(r['cost'])} | {number(r['best_published'])} | {ratio} | "
+            f"{number(r['bound'])} | {gap} | {r['status']} | {r['wall_s']:.2f} | "
+            f"{number(r['peak_rss_mib'])} |")
+    return "\n".join(lines)
+
+
 # --- compare: `layoutsat compare` (results.json: summary and records) ---------------------
 
 def compare_tables(data: Row) -> str:
@@ -227,6 +252,7 @@ TABLES = {
     "scale": Table("scale.json", lambda d: scale_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
     "load": Table("load.json", load_table),
+    "iopddl": Table("iopddl.json", lambda d: iopddl_table(d["rows"])),
 }
 
 

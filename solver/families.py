@@ -8,9 +8,10 @@ from typing import Any
 from models.errors import InputValidationError, Issue
 from solver.family import Family
 from solver.fusion.family import FAMILY as FUSION
+from solver.iopddl.family import FAMILY as IOPDDL
 from solver.layout.family import FAMILY as LAYOUT
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (FUSION, LAYOUT)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (FUSION, LAYOUT, IOPDDL)}
 
 
 def family(name: str) -> Family:

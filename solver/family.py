@@ -83,7 +83,7 @@ class Solved:
     objective: float | None
     bound: float | None
     gap: float | None
-    answer: dict[str, Any]
+    answer: Any
     result: BaseModel
 
     def body(self) -> str:
@@ -142,6 +142,8 @@ class Family(Protocol, Generic[P, O, E]):
     """How to recognize a document of this family, for a message naming what was seen."""
     units: str
     """What totals are in ("us", "time units")."""
+    size_names: tuple[str, str]
+    """What ``Size`` counts, as the service's limits name them ("ops", "tensors")."""
 
     def recognizes(self, doc: Mapping[str, Any]) -> bool: ...
 
@@ -173,7 +175,7 @@ class Family(Protocol, Generic[P, O, E]):
     def describe_report(self, report: BaseModel) -> list[str]:
         """Lines a person reads under a valid answer's verdict."""
 
-    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+    def timeline(self, problem: P, answer: Any) -> Timeline:
         """An answer document over its schedule (the comparison's plots)."""
 
 

@@ -40,6 +40,7 @@ from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
 from solver.fusion.solvers import SolverBug
 from solver.fusion.unfused import unfused
+from solver.iopddl.search import Infeasible
 from solver.layout.greedy import TimeUp
 from solver.onnx_import.builder import UnknownShape
 from tests.fusion_cases import problems
@@ -47,7 +48,8 @@ from tests.pool_breakers import Unpicklable
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"fusion": ROOT / "app/examples/fusion-mlsys-2026-1.json",
-            "layout": ROOT / "app/examples/layout-mlp-small.json"}
+            "layout": ROOT / "app/examples/layout-mlp-small.json",
+            "iopddl": ROOT / "app/examples/iopddl-asplos-2025-example.json"}
 runner = CliRunner()
 ISSUES = [Issue(("ops", 3, "name"), "a message", "some.rule")]
 SAMPLES: dict[type, BaseException] = {
@@ -65,6 +67,7 @@ SAMPLES: dict[type, BaseException] = {
     ShapeError: ShapeError("shapes [2, 3] and [4] do not broadcast"),
     TimeUp: TimeUp("the greedy walk passed its deadline at op 'fc1'"),
     UnknownShape: UnknownShape("seq", onnx.helper.make_node("Relu", ["x"], ["y"])),
+    Infeasible: Infeasible(),
 }
 
 
@@ -117,7 +120,7 @@ def test_every_family_solves_and_evaluates_its_example_through_the_contract(name
                                fam.evaluate_options())
         assert isinstance(verdict, Verdict) and verdict.valid, verdict.errors
         assert verdict.total == pytest.approx(solved.objective, rel=1e-9)
-        shown = fam.timeline(solved.answer)
+        shown = fam.timeline(problem, solved.answer)
         assert shown.steps or shown.segments
 
 

@@ -9,16 +9,18 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from app.body import parse_json
+from app.body import inflate, parse_json
 from models.errors import InputValidationError, Issue
 
+GZIP_MAGIC = b"\x1f\x8b"
 console = Console(soft_wrap=True, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def load_json(path: Path, what: str) -> Any:
-    """Parse a JSON file with the service's checks (encoding, nesting, number size), or
-    raise InputValidationError saying why it cannot be used."""
+    """Parse a JSON file (gzip-compressed or not: a ``.json.gz`` contest file) with the
+    service's checks (encoding, nesting, number size), or raise InputValidationError saying
+    why it cannot be used."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -26,6 +28,8 @@ def load_json(path: Path, what: str) -> Any:
             [Issue((), f"cannot read {path}: {exc.strerror or exc}", "file.unreadable")], what
         ) from None
     try:
+        if raw[:2] == GZIP_MAGIC:
+            raw = inflate(raw, str(path))
         return parse_json(raw, str(path))
     except InputValidationError as exc:
         raise InputValidationError(exc.issues, what) from None

@@ -76,6 +76,11 @@ class Work:
         return bool(self.options.get("deterministic", False))
 
     @property
+    def size_name(self) -> str:
+        """What ``ops`` counts: the family's items ("ops", "nodes")."""
+        return FAMILIES[self.kind].size_names[0] if self.kind in FAMILIES else "ops"
+
+    @property
     def cache_key(self) -> str:
         blob = json.dumps({"kind": self.kind, "payload": self.payload, "options": self.options,
                            "version": __version__}, sort_keys=True, separators=(",", ":"))
@@ -104,13 +109,13 @@ def parse_document(fam: Family, payload: Any, settings: Settings, loc: Loc) -> A
         raise located(wrong, loc)
     estimate = fam.estimate(payload) if isinstance(payload, dict) else None
     if estimate is not None:
-        check_graph_size(settings, estimate.ops, estimate.tensors, loc)
+        check_graph_size(settings, fam.size_names, estimate.ops, estimate.tensors, loc)
     try:
         problem = fam.parse(payload)
     except InputValidationError as exc:
         raise located(exc, loc) from None
     size = fam.size(problem)
-    check_graph_size(settings, size.ops, size.tensors, loc)
+    check_graph_size(settings, fam.size_names, size.ops, size.tensors, loc)
     return problem
 
 

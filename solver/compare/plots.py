@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from solver.compare.summary import REFERENCE, by_graph, succeeded, versus  # noqa: E402
-from solver.families import FAMILIES  # noqa: E402
+from solver.family import Timeline  # noqa: E402
 
 Record = dict[str, Any]
 FORMATS = ("png", "svg")
@@ -78,7 +78,7 @@ def ratio_distribution(records: list[Record], out: Path) -> list[str]:
 
 def timeline(record: Record, out: Path) -> list[str]:
     """The reference answer over its schedule for one graph, as its family draws it."""
-    shown = FAMILIES[record["family"]].timeline(record["answer"])
+    shown = Timeline(**record["timeline"])
     fig, ax = plt.subplots(figsize=(7.5, 3.0))
     if shown.steps:
         ax.step(*zip(*shown.steps, strict=True), where="mid", label="in use")
@@ -104,6 +104,6 @@ def render_all(records: list[Record], out: Path) -> list[str]:
     names = latency_by_solver(records, out) + ratio_distribution(records, out)
     for solvers in by_graph(records).values():
         ref = solvers.get(REFERENCE) or next(iter(solvers.values()))
-        if succeeded(ref) and ref.get("answer"):
+        if succeeded(ref) and ref.get("timeline"):
             names += timeline(ref, out)
     return names

@@ -121,9 +121,10 @@ def _solve_and_check(task: Task) -> dict[str, Any]:
     error = None
     if not valid:
         error = _mismatch("; ".join(verdict.errors) or None, verdict.total, solved.objective)
+    shown = asdict(family.timeline(problem, answer)) if valid else None
     return {"status": solved.status if valid else "invalid", "valid": valid,
             "total_latency": verdict.total, "bound": solved.bound, "gap": solved.gap,
-            "error": error, "answer": solved.answer}
+            "error": error, "answer": solved.answer, "timeline": shown}
 
 
 def _mismatch(fault: object, recomputed: float | None, claimed: float | None) -> str:

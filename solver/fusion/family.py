@@ -65,6 +65,7 @@ class FusionFamily:
     evaluate_options = FusionEvaluateOptions
     solvers = tuple(solvers.SOLVERS)
     hint = f"a fusion problem has the keys {sorted(FUSION_KEYS)}"
+    size_names = ("ops", "tensors")
     units = "time units"
 
     def recognizes(self, doc: Mapping[str, Any]) -> bool:
@@ -157,7 +158,7 @@ class FusionFamily:
                       f"{s.latency:,.2f}, working set {s.working_set}" for s in sub.steps]
         return lines
 
-    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+    def timeline(self, problem: Any, answer: Mapping[str, Any]) -> Timeline:
         return _timeline(answer)
 
 

@@ -79,6 +79,7 @@ class LayoutFamily:
     evaluate_options = LayoutEvaluateOptions
     solvers = tuple(layout.SOLVERS)
     hint = f"a layout graph has \"format\": \"{GRAPH_FORMAT}\""
+    size_names = ("ops", "tensors")
     units = "us"
 
     def recognizes(self, doc: Mapping[str, Any]) -> bool:
@@ -151,7 +152,7 @@ class LayoutFamily:
     def describe_report(self, report: BaseModel) -> list[str]:
         return []
 
-    def timeline(self, answer: Mapping[str, Any]) -> Timeline:
+    def timeline(self, problem: Any, answer: Mapping[str, Any]) -> Timeline:
         return Timeline("L1 use", "schedule step (op)", "KiB per core",
                         steps=[(s["step"], s["bytes_per_core"] / 1024)
                                for s in answer["l1_timeline"]],
