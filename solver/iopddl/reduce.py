@@ -47,29 +47,36 @@ def _dominance_keep(work: Work, i: int) -> np.ndarray | None:
     finite = values[values < FORBIDDEN]
     if finite.size and finite.max() >= EXACT:
         return None
-    blocks = [np.minimum(b, CLIP) for b in blocks]
+    worst = np.zeros((s, s))
+    for block in blocks:
+        clipped = np.minimum(block, CLIP)
+        worst += (clipped[:, None, :] - clipped[None, :, :]).max(axis=2)
     base = np.minimum(cost, CLIP)
     var = work.var(i) if work.memory_relevant(i) else np.zeros(s, dtype=np.int64)
+    # beats[a, b]: a costs no more than b in every context and uses no more memory
+    beats = (base[:, None] + worst <= base[None, :]) & (var[:, None] <= var[None, :])
+    np.fill_diagonal(beats, False)
+    if not beats.any():
+        return None
     kept = np.ones(s, dtype=bool)
     for b in np.argsort(-base, kind="stable"):
-        worst = np.zeros(s)
-        for block in blocks:
-            worst += (block - block[b]).max(axis=1)
-        beats = kept & (base + worst <= base[b]) & (var <= var[b])
-        beats[b] = False
-        if beats.any():
+        if (beats[:, b] & kept).any():
             kept[b] = False
     return None if kept.all() else np.flatnonzero(kept)
 
 
-def _remove_dominated(work: Work) -> bool:
-    changed = False
-    for i in work.live_nodes:
-        rows = _dominance_keep(work, int(i))
+def _remove_dominated(work: Work, nodes: set[int]) -> set[int]:
+    """Dominated strategies removed at ``nodes``; the nodes whose context changed (the
+    neighbours of those that lost strategies), to be looked at again."""
+    touched: set[int] = set()
+    for i in sorted(nodes):
+        if not work.alive[i]:
+            continue
+        rows = _dominance_keep(work, i)
         if rows is not None:
-            work.keep(int(i), rows)
-            changed = True
-    return changed
+            work.keep(i, rows)
+            touched.update(work.adjacent[i])
+    return touched
 
 
 def _fix(work: Work, i: int) -> None:
@@ -112,10 +119,11 @@ def _fold_pair(work: Work, v: int) -> bool:
     return True
 
 
-def _fold(work: Work, deadline_at: float) -> bool:
-    """Fold every node it can, neighbours re-examined as their degrees fall."""
+def _fold(work: Work, deadline_at: float) -> set[int]:
+    """Fold every node it can, neighbours re-examined as their degrees fall; the nodes whose
+    costs or edges changed."""
     queue = deque(int(i) for i in work.live_nodes)
-    changed = False
+    changed: set[int] = set()
     while queue:
         if clock.now() >= deadline_at:
             break
@@ -133,21 +141,20 @@ def _fold(work: Work, deadline_at: float) -> bool:
                 continue
         else:
             continue
-        changed = True
+        changed.update(neighbours)
         queue.extend(neighbours)
     return changed
 
 
 def reduce(work: Work, deadline_at: float, rounds: int = 8) -> None:
     """Apply the reductions until none applies (or ``rounds`` passes, or the deadline)."""
+    look = {int(i) for i in work.live_nodes}
     for _ in range(rounds):
-        if clock.now() >= deadline_at:
+        if clock.now() >= deadline_at or not look:
             return
-        changed = _remove_dominated(work)
+        touched = _remove_dominated(work, look)
         work.refresh_caps()
-        changed |= _fold(work, deadline_at)
-        if not changed:
-            return
+        look = touched | _fold(work, deadline_at)
 
 
 def unfold(work: Work, chosen: dict[int, int]) -> list[int]:

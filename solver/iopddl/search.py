@@ -1,20 +1,19 @@
 """The iopddl solvers: two baselines and the anytime ``cpsat`` search.
 
 - ``cheapest``: each node's cheapest strategy, then repaired until every step fits.
-- ``greedy``: the cheapest strategies, improved one node at a time in their neighbours'
-  context (ignoring memory), repaired, then improved again under the caps: what most
-  contest teams shipped.
+- ``greedy``: dynamic programming over a spanning forest, improved one node at a time in
+  the neighbours' context (ignoring memory), repaired, then improved again under the
+  caps: what most contest teams shipped.
 - ``cpsat``: the exact reductions, a valid incumbent at once (each node's smallest usage,
-  which fits whenever anything does), the greedy's answer, then CP-SAT: on the whole
-  reduced problem when it is small (which proves the optimum), else on neighbourhoods of
-  the incumbent (graph regions and the nodes live at the fullest steps) until the
-  deadline. The bound is CP-SAT's on the whole problem, or the min-sum diffusion bound of
-  ``bound.py``.
+  which fits whenever anything does), the greedy's answer, the priced search of
+  ``lagrange.py``, then CP-SAT over units (groups of nodes that decide each other, and the
+  other nodes; ``merged.py``): on the whole problem when its model is small enough (its
+  bound is the answer's), else on regions of units around the incumbent until the
+  deadline (the bound then is the Lagrangian one of ``lagrange.py``).
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,18 +21,29 @@ import numpy as np
 
 from solver import deadline as clock
 from solver import progress
-from solver.iopddl import bound as lower_bound
-from solver.iopddl.neighbourhood import improve
+from solver.iopddl.groups import find_groups
+from solver.iopddl.lagrange import priced_bound, priced_search, tree_start
+from solver.iopddl.merged import (
+    MAX_ENTRIES,
+    Units,
+    solve_whole,
+    unit_adjacency,
+    unit_region,
+    units_of,
+    whole_size,
+)
 from solver.iopddl.problem import Problem
 from solver.iopddl.reduce import reduce, unfold
 from solver.iopddl.state import State
-from solver.iopddl.work import Work, build
+from solver.iopddl.work import FORBIDDEN, NO_LIMIT, Work, build
 
-WHOLE_MODEL_STRATEGIES = 6_000
-"""A reduced problem with at most this many strategies is given to CP-SAT whole."""
-REDUCE_SHARE = 0.25
+REDUCE_SHARE = 0.5
+"""Most of the time the reductions may take (they take 3 s on 35,000 nodes)."""
 BOUND_SHARE = 0.1
-START_SIZE = 300
+PRICED_SHARE = 0.2
+PRICED_SHARE_LNS = 0.5
+"""Share of the time for the priced search: less when the whole problem fits one model."""
+START_SIZE = 60
 MIN_SIZE, MAX_SIZE = 8, 3_000
 STEP_SECONDS = 3.0
 
@@ -77,40 +87,8 @@ def _smallest_usage(work: Work) -> State:
     return State(work, _positions(work, pick))
 
 
-def _tree(work: Work) -> dict[int, int]:
-    """The optimum over a breadth-first spanning forest of the graph (exact dynamic
-    programming; the other edges ignored): a start that keeps long chains of compatible
-    strategies, which single-node moves cannot find."""
-    order: list[int] = []
-    parent: dict[int, tuple[int, int]] = {}
-    seen: set[int] = set()
-    for root in (int(i) for i in work.live_nodes):
-        if root in seen:
-            continue
-        seen.add(root)
-        queue = [root]
-        for i in queue:
-            order.append(i)
-            for j, e in work.adjacent[i].items():
-                if j not in seen:
-                    seen.add(j)
-                    parent[j] = (i, e)
-                    queue.append(j)
-    message = {i: work.cost[i].copy() for i in order}
-    choice: dict[int, np.ndarray] = {}
-    for i in reversed(order):
-        if i in parent:
-            p, e = parent[i]
-            total = work.edges[e].toward(p) + message[i][None, :]
-            choice[i] = total.argmin(axis=1)
-            message[p] += total[np.arange(total.shape[0]), choice[i]]
-    pos: dict[int, int] = {}
-    for i in order:
-        pos[i] = int(choice[i][pos[parent[i][0]]]) if i in parent else int(np.argmin(message[i]))
-    return pos
-
-
-def _greedy(work: Work, until: float, start: dict[int, int] | None = None) -> State:
+def _greedy(work: Work, until: float, start: dict[int, int] | None = None) -> State | None:
+    """The greedy answer, or None when the clock passes ``until`` before it fits."""
     state = State(work, start or _positions(work, lambda i: int(np.argmin(work.cost[i]))))
     for _ in range(20):
         moved = 0
@@ -121,7 +99,8 @@ def _greedy(work: Work, until: float, start: dict[int, int] | None = None) -> St
                 moved += 1
         if not moved or clock.now() >= until:
             break
-    state.repair()
+    if not state.repair(until, clock.now):
+        return None
     state.descend(state.nodes, until, clock.now)
     return state
 
@@ -130,16 +109,29 @@ def _solution(work: Work, state: State) -> list[int]:
     return unfold(work, {i: int(work.strategies[i][p]) for i, p in state.pos.items()})
 
 
+def _fallback(work: Work, state: State | None) -> State:
+    """``state``, or each node's smallest usage when the clock stopped it from fitting."""
+    return state if state is not None else _smallest_usage(work)
+
+
 def cheapest(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     work = _working(problem)
-    state = State(work, _positions(work, lambda i: int(np.argmin(work.cost[i]))))
-    state.repair()
-    return Outcome(_solution(work, state), "feasible", work=work)
+    state: State | None = State(work, _positions(work, lambda i: int(np.argmin(work.cost[i]))))
+    if state is not None and not state.repair(until, clock.now):
+        state = None
+    return Outcome(_solution(work, _fallback(work, state)), "feasible", work=work)
 
 
 def greedy(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     work = _working(problem)
-    return Outcome(_solution(work, _greedy(work, until)), "feasible", work=work)
+    state = _greedy(work, until, tree_start(work, dict(enumerate(work.cost))))
+    return Outcome(_solution(work, _fallback(work, state)), "feasible", work=work)
+
+
+def _trivial_bound(work: Work) -> float:
+    """Every node's and every edge's cheapest entry, summed: a bound in no time."""
+    return work.offset + sum(float(work.cost[int(i)].min()) for i in work.live_nodes) + sum(
+        float(e.cost.min()) for e in work.edges.values())
 
 
 def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
@@ -147,90 +139,87 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     work = _working(problem)
     reduce(work, started + REDUCE_SHARE * (until - started))
     best = _smallest_usage(work)
-    outcome = Outcome(None, "feasible", work=work, first_incumbent_at=clock.now() - started)
-    best_cost = best.cost()
-    progress.report(best_cost)
-    greedy_state = _greedy(work, until, _tree(work))
-    if greedy_state.cost() < best_cost:
-        best, best_cost = greedy_state, greedy_state.cost()
-        progress.report(best_cost)
-    nodes = best.nodes
-    strategies = sum(len(work.cost[i]) for i in nodes)
-    if nodes and strategies <= WHOLE_MODEL_STRATEGIES:
-        improved, proven, cp_bound = improve(best, nodes, max(0.05, until - clock.now()),
-                                             seed, workers, whole=True)
-        outcome.bound = None if cp_bound is None else cp_bound + work.offset
-        if proven:
-            outcome.status = "optimal"
-        outcome.rounds = 1
-        outcome.improvements = int(improved)
-    elif nodes:
-        outcome.bound = lower_bound.diffusion(work, started + BOUND_SHARE * (until - started)
-                                              + (clock.now() - started))
-        _lns(best, outcome, until, seed, workers)
-    else:
+    outcome = Outcome(None, "feasible", work=work, first_incumbent_at=clock.now() - started,
+                      bound=_trivial_bound(work))
+    progress.report(best.cost(), outcome.bound)
+    greedy_state = _greedy(work, until, tree_start(work, dict(enumerate(work.cost))))
+    if greedy_state is not None and greedy_state.cost() < best.cost():
+        best = greedy_state
+        progress.report(best.cost(), outcome.bound)
+    units = units_of(work, find_groups(work))
+    whole = whole_size(work, units) <= MAX_ENTRIES
+    share = PRICED_SHARE if whole else PRICED_SHARE_LNS
+    best, lam = priced_search(work, clock.now() + share * (until - clock.now()), best)
+    progress.report(best.cost(), outcome.bound)
+    if not best.nodes:
         outcome.bound = best.cost()
+    elif whole and clock.now() < until:
+        result = solve_whole(best, units, until, seed, workers)
+        if result.bound is not None:
+            outcome.bound = max(outcome.bound, result.bound)
+            outcome.rounds = 1
+    elif clock.now() < until:
+        bound_until = clock.now() + BOUND_SHARE * (until - started)
+        outcome.bound = max(outcome.bound, priced_bound(work, lam, bound_until))
+        _lns(best, units, outcome, until, seed, workers)
+    if outcome.bound is not None and outcome.bound >= best.cost() - 0.5:
         outcome.status = "optimal"
     outcome.solution = _solution(work, best)
     return outcome
 
 
-def _lns(state: State, outcome: Outcome, until: float, seed: int, workers: int) -> None:
-    """Neighbourhood moves until the deadline; the neighbourhood grows while CP-SAT proves
-    its moves optimal and shrinks while it cannot."""
-    rng = random.Random(seed)
-    work = state.work
+def _lns(state: State, units: Units, outcome: Outcome, until: float, seed: int,
+         workers: int) -> None:
+    """Neighbourhood moves over the units until the deadline: graph regions of units,
+    re-solved by the merged model with every other unit fixed; a region grows while its
+    moves are proven optimal and shrinks while they are not."""
+    rng = np.random.default_rng(seed)
+    adjacent = unit_adjacency(state.work, units)
     size = START_SIZE
-    nodes = state.nodes
-    while clock.now() < until - 0.05:
+    build_s = 0.0
+    # a round starts only when the last one's model could be built again before the end
+    while clock.now() < until - 0.05 - 1.5 * build_s:
         outcome.rounds += 1
-        if outcome.rounds % 2:
-            chosen = _region(work, rng.choice(nodes), size, rng)
+        broken = _broken_units(state, units) if outcome.rounds % 3 == 1 else []
+        if outcome.rounds % 3 == 0:
+            region = _tight_units(state, units, size, rng)
         else:
-            chosen = _fullest(state, size, rng)
-        seconds = min(STEP_SECONDS, until - clock.now())
-        improved, proven, _ = improve(state, chosen, seconds, rng.randrange(2**31), workers)
-        if improved:
+            start = int(rng.choice(broken)) if broken else int(rng.integers(len(units.roots)))
+            region = unit_region(adjacent, start, size, rng)
+        before = state.cost()
+        step_until = min(until, clock.now() + STEP_SECONDS)
+        move = solve_whole(state, units, step_until, int(rng.integers(2**31)), workers,
+                           free=region)
+        build_s = move.build_s
+        proven = move.proven
+        if state.cost() < before:
             outcome.improvements += 1
             progress.report(state.cost(), outcome.bound)
-        size = min(MAX_SIZE, int(size * 1.15) + 1) if proven else max(MIN_SIZE, int(size * 0.8))
+        size = min(MAX_SIZE, int(size * 1.2) + 1) if proven else max(MIN_SIZE, int(size * 0.8))
 
 
-def _region(work: Work, start: int, size: int, rng: random.Random) -> list[int]:
-    """A connected set of about ``size`` nodes grown from ``start`` (breadth first,
-    neighbours shuffled)."""
-    seen = {start}
-    frontier = [start]
-    while frontier and len(seen) < size:
-        nxt = []
-        for i in frontier:
-            neighbours = list(work.adjacent[i])
-            rng.shuffle(neighbours)
-            for j in neighbours:
-                if j not in seen and len(seen) < size:
-                    seen.add(j)
-                    nxt.append(j)
-        frontier = nxt
-    return sorted(seen)
-
-
-def _fullest(state: State, size: int, rng: random.Random) -> list[int]:
-    """Nodes live at one of the fullest steps (those whose usage can move), half of them
-    with their neighbours."""
+def _tight_units(state: State, units: Units, size: int, rng: np.random.Generator) -> list[int]:
+    """Up to ``size`` units whose usage can change at one of the fullest steps: the
+    neighbourhoods where memory, not the edges, holds the answer back."""
     work = state.work
-    low = np.flatnonzero(state.slack <= np.quantile(state.slack, 0.02))
-    t = int(rng.choice(low.tolist())) if low.size else 0
-    nodes = np.array(state.nodes)
+    binding = np.flatnonzero(work.cap < NO_LIMIT)
+    if not binding.size:
+        return [int(rng.integers(len(units.roots)))]
+    fullest = binding[np.argsort(state.slack[binding], kind="stable")[:max(1, binding.size // 50)]]
+    t = int(rng.choice(fullest))
+    nodes = np.array(state.nodes, dtype=np.int64)
     live = nodes[(work.first[nodes] <= t) & (t < work.last[nodes])].tolist()
-    live = [i for i in live if work.var(i).any()]
-    rng.shuffle(live)
-    chosen = set(live[:max(1, size // 2)])
-    for i in list(chosen):
-        for j in work.adjacent[i]:
-            if len(chosen) >= size:
-                break
-            chosen.add(j)
-    return sorted(chosen)
+    found = sorted({units.unit[v] for v in live if work.var(v).any()})
+    if len(found) > size:
+        found = sorted(rng.choice(found, size=size, replace=False).tolist())
+    return found or [int(rng.integers(len(units.roots)))]
+
+
+def _broken_units(state: State, units: Units) -> list[int]:
+    """Units at an end of an edge the answer pays an "infinite" cost on."""
+    work = state.work
+    return sorted({units.unit[e.u] for e in work.edges.values()
+                   if e.cost[state.pos[e.u], state.pos[e.v]] >= FORBIDDEN})
 
 
 SOLVERS: dict[str, Callable[[Problem, float, int, int], Outcome]] = {

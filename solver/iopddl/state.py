@@ -4,6 +4,8 @@ at every step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from solver.iopddl.work import Work
@@ -67,7 +69,7 @@ class State:
         best = int(np.argmin(candidates))
         return best if candidates[best] < local[self.pos[i]] else self.pos[i]
 
-    def descend(self, order: list[int], until: float, now: object) -> int:
+    def descend(self, order: list[int], until: float, now: Callable[[], float]) -> int:
         """Single-node improving moves until none improves (or the clock passes
         ``until``); the number of moves made."""
         moves = 0
@@ -80,17 +82,21 @@ class State:
                     self.move(i, best)
                     moves += 1
                     improved = True
-            if now() >= until:  # type: ignore[operator]
+            if now() >= until:
                 break
         return moves
 
-    def repair(self) -> None:
+    def repair(self, until: float, now: Callable[[], float]) -> bool:
         """Restore every step's fit (from any assignment): at the worst step, the live
-        nodes give up usage where it costs least per byte freed."""
+        nodes give up usage where it costs least per byte freed. False when the clock
+        passes ``until`` first."""
         work = self.work
+        nodes = np.array(self.nodes, dtype=np.int64)
         while not self.feasible():
+            if now() >= until:
+                return False
             t = int(np.argmin(self.slack))
-            live = [i for i in self.nodes if work.first[i] <= t < work.last[i]]
+            live = nodes[(work.first[nodes] <= t) & (t < work.last[nodes])].tolist()
             offers = []
             for i in live:
                 var = work.var(i)
@@ -109,3 +115,4 @@ class State:
                     break
                 if int(work.var(i)[k]) < int(work.var(i)[self.pos[i]]):
                     self.move(i, k)
+        return True

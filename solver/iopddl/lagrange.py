@@ -1,0 +1,191 @@
+"""Starts that respect both the edges and the memory limit, by pricing memory.
+
+The limit at each step t is moved into the objective with a price ``lam[t] >= 0``: node i's
+strategy s then costs ``cost[i][s] + var[i][s] * (sum of lam over i's live steps)``, and the
+problem left is a pure pairwise one, solved by dynamic programming over a spanning forest
+and single-node improvements. Prices rise where the answer overflows and decay where it has
+room (a subgradient method), and every answer is repaired to fit and kept if it is the
+cheapest so far. The same prices give a lower bound (``bound.diffusion`` of the priced
+problem, less the prices times the caps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from solver import deadline as clock
+from solver.iopddl.state import State
+from solver.iopddl.work import FORBIDDEN, NO_LIMIT, Work
+
+ROUNDS = 40
+SWEEPS = 10
+GROW = 2.0
+"""Price step growth per round until a priced answer fits for the first time."""
+SHRINK = 0.7
+FIT_TRIES = 4
+"""Rounds of price rises where an answer overflows, before single-node repair."""
+"""Price step shrink each time the answers switch between fitting and not."""
+
+
+def _forest(work: Work) -> dict[int, list[tuple[int, int]]]:
+    """A spanning forest that keeps the most constraining edges (those with the largest
+    share of "infinite" pairs, then the widest spread of costs): Kruskal on that weight."""
+    weight = []
+    for e, edge in work.edges.items():
+        forbidden = float((edge.cost >= FORBIDDEN).mean())
+        finite = edge.cost[edge.cost < FORBIDDEN]
+        spread = float(np.ptp(finite)) if finite.size else 0.0
+        weight.append((-forbidden, -spread, e))
+    weight.sort()
+    root = {int(i): int(i) for i in work.live_nodes}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    tree: dict[int, list[tuple[int, int]]] = {i: [] for i in root}
+    for _, _, e in weight:
+        edge = work.edges[e]
+        a, b = find(edge.u), find(edge.v)
+        if a != b:
+            root[a] = b
+            tree[edge.u].append((edge.v, e))
+            tree[edge.v].append((edge.u, e))
+    return tree
+
+
+def tree_start(work: Work, unary: dict[int, np.ndarray],
+               tree: dict[int, list[tuple[int, int]]] | None = None) -> dict[int, int]:
+    """The optimum of ``unary`` plus the edges of a spanning forest (exact dynamic
+    programming; the other edges ignored): a start that keeps long chains of compatible
+    strategies, which single-node moves cannot find."""
+    tree = tree if tree is not None else _forest(work)
+    order: list[int] = []
+    parent: dict[int, tuple[int, int]] = {}
+    seen: set[int] = set()
+    for start in tree:
+        if start in seen:
+            continue
+        seen.add(start)
+        queue = [start]
+        for i in queue:
+            order.append(i)
+            for j, e in tree[i]:
+                if j not in seen:
+                    seen.add(j)
+                    parent[j] = (i, e)
+                    queue.append(j)
+    message = {i: unary[i].copy() for i in order}
+    choice: dict[int, np.ndarray] = {}
+    for i in reversed(order):
+        if i in parent:
+            p, e = parent[i]
+            total = work.edges[e].toward(p) + message[i][None, :]
+            choice[i] = total.argmin(axis=1)
+            message[p] += total[np.arange(total.shape[0]), choice[i]]
+    pos: dict[int, int] = {}
+    for i in order:
+        pos[i] = int(choice[i][pos[parent[i][0]]]) if i in parent else int(np.argmin(message[i]))
+    return pos
+
+
+def improve_priced(state: State, extra: dict[int, np.ndarray], until: float) -> None:
+    """Single-node moves on the priced costs (memory left to the prices)."""
+    for _ in range(SWEEPS):
+        moved = 0
+        for i in state.nodes:
+            total = state.local[i] + extra[i] if i in extra else state.local[i]
+            best = int(np.argmin(total))
+            if total[best] < total[state.pos[i]]:
+                state.move(i, best)
+                moved += 1
+        if not moved or clock.now() >= until:
+            return
+
+
+def _initial_price(work: Work, relevant: list[int]) -> float:
+    """A price per unit of usage per step at which a typical node's cheapest and smallest
+    strategies cost about the same."""
+    ratios = []
+    for i in relevant:
+        var = work.var(i)
+        finite = work.cost[i] < FORBIDDEN
+        spread = float(np.ptp(work.cost[i][finite])) if finite.any() else 0.0
+        steps = int(work.last[i] - work.first[i])
+        if spread > 0 and var.max() > 0 and steps > 0:
+            ratios.append(spread / (float(var.max()) * steps))
+    return float(np.median(ratios)) if ratios else 1.0
+
+
+def _extra(work: Work, relevant: list[int], lam: np.ndarray) -> dict[int, np.ndarray]:
+    """Each memory-relevant node's priced usage: var x (sum of the prices over its steps)."""
+    cum = np.concatenate([[0.0], np.cumsum(lam)])
+    return {i: work.var(i) * (cum[work.last[i]] - cum[work.first[i]]) for i in relevant}
+
+
+def priced_search(work: Work, until: float, best: State) -> tuple[State, np.ndarray]:
+    """The cheapest fitting answer over rounds of prices (``best`` if none is cheaper), and
+    the prices of the last round (for a bound)."""
+    relevant = [int(i) for i in work.live_nodes if work.memory_relevant(int(i))]
+    binding = work.cap < NO_LIMIT
+    lam = np.zeros(len(work.cap))
+    if not relevant or not binding.any():
+        return best, lam
+    scale = np.where(binding, np.abs(work.cap).clip(1), 1).astype(np.float64)
+    step = _initial_price(work, relevant)
+    tree = _forest(work)
+    best_cost = best.cost()
+    fitted_once = False
+    previous_fit: bool | None = None
+    def priced(prices: np.ndarray) -> tuple[State, np.ndarray]:
+        extra = _extra(work, relevant, prices)
+        unary = {int(i): work.cost[int(i)] + extra.get(int(i), 0.0) for i in work.live_nodes}
+        state = State(work, tree_start(work, unary, tree))
+        improve_priced(state, extra, until)
+        return state, np.where(binding, -state.slack, 0).astype(np.float64)
+
+    for _ in range(ROUNDS):
+        if clock.now() >= until:
+            break
+        state, over = priced(lam)
+        fits = state.feasible()
+        fitted_once |= fits
+        # the subgradient step on the dual, from this round's answer
+        next_lam = np.maximum(0.0, lam + step * np.clip(over / scale, -1, 1))
+        raised, rise = lam, step
+        for _ in range(FIT_TRIES):
+            if state.feasible() or clock.now() >= until:
+                break
+            # raise the prices only where the answer overflows, until it fits
+            raised = raised + rise * np.clip(np.maximum(over, 0) / scale, 0, 1)
+            rise *= GROW
+            state, over = priced(raised)
+        lam = next_lam
+        if not fitted_once:
+            step *= GROW
+        elif previous_fit is not None and fits != previous_fit:
+            step *= SHRINK
+        previous_fit = fits
+        if not state.repair(until, clock.now):
+            break
+        state.descend(state.nodes, until, clock.now)
+        cost = state.cost()
+
+        if cost < best_cost:
+            best, best_cost = state, cost
+    return best, lam
+
+
+def priced_bound(work: Work, lam: np.ndarray, until: float) -> float:
+    """A lower bound from prices ``lam >= 0``: the bound of the priced pairwise problem less
+    the prices times the caps (the Lagrangian dual value, itself bounded below by
+    diffusion)."""
+    from solver.iopddl.bound import diffusion
+
+    relevant = [int(i) for i in work.live_nodes if work.memory_relevant(int(i))]
+    binding = work.cap < NO_LIMIT
+    lam = np.where(binding, lam, 0.0)
+    paid = float(np.dot(lam, np.where(binding, work.cap, 0).astype(np.float64)))
+    return diffusion(work, until, _extra(work, relevant, lam)) - paid

@@ -1,0 +1,327 @@
+"""CP-SAT on the whole problem, one variable per group (``groups.py``) and per node outside
+every group, memory constraints added as they are found violated.
+
+A group's members cost, use memory and join other nodes through its root's strategy, so
+its literals are the root's; an edge between two units becomes one matrix over their
+positions (parallel edges summed), an edge inside a group a cost on the root. The memory
+limit has one constraint per compressed time step (tens of thousands, each over every
+unit live then), far too many to state; the model starts with the steps where the
+incumbent has least room and adds, after each solve, the steps its answer overflows, until
+an answer fits every step. Each model is a relaxation of the problem, so its bound is a
+lower bound of the optimum; an answer that fits and is proven optimal for the model is
+optimal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from solver import deadline as clock
+from solver.iopddl.groups import Group
+from solver.iopddl.state import State
+from solver.iopddl.work import FORBIDDEN, NO_LIMIT, Work
+
+MAX_OBJECTIVE = 2.0**60
+"""A model whose costs could sum past this is not built (CP-SAT sums in int64)."""
+PENALTY = 1e13
+"""What an "infinite" strategy or pair costs in a model: soft, so that a model around an
+incumbent that still uses some is feasible and removes them."""
+MAX_ENTRIES = 400_000
+"""Largest model (pair entries plus unit strategies) given to CP-SAT whole."""
+STEPS_PER_ROUND = 80
+ROUND_SHARE = 0.34
+"""Share of the time left that one solve of the model may take (then constraints are added
+or the model is solved again from its best answer)."""
+
+
+@dataclass
+class Units:
+    """The problem seen through its groups: ``unit[v]`` and ``image[v]`` (v's position for
+    each of its unit's positions)."""
+
+    roots: list[int]
+    unit: dict[int, int]
+    image: dict[int, np.ndarray]
+    allowed: list[np.ndarray]
+
+
+def units_of(work: Work, groups: list[Group]) -> Units:
+    roots: list[int] = []
+    unit: dict[int, int] = {}
+    image: dict[int, np.ndarray] = {}
+    allowed: list[np.ndarray] = []
+    for g in groups:
+        for v, m in g.maps.items():
+            unit[v] = len(roots)
+            image[v] = m
+        roots.append(g.root)
+        allowed.append(g.allowed)
+    for i in (int(i) for i in work.live_nodes):
+        if i not in unit:
+            unit[i] = len(roots)
+            image[i] = np.arange(len(work.cost[i]))
+            roots.append(i)
+            allowed.append(np.ones(len(work.cost[i]), dtype=bool))
+    return Units(roots, unit, image, allowed)
+
+
+def _soft(values: np.ndarray) -> np.ndarray:
+    return np.where(values >= FORBIDDEN, PENALTY, values)
+
+
+class MergedModel:
+    """The model over ``free`` units (default: all), every other unit fixed at ``state``:
+    edges to fixed nodes become costs on the free units, and each step's memory room is
+    what the fixed nodes leave."""
+
+    def __init__(self, state: State, units: Units, free: list[int] | None = None):
+        self.state = state
+        self.units = units
+        work = state.work
+        self.free = list(range(len(units.roots))) if free is None else sorted(free)
+        local = {u: k for k, u in enumerate(self.free)}
+        self.local = local
+        members = [v for v, u in units.unit.items() if u in local]
+        self.unary = [np.zeros(len(units.allowed[u])) for u in self.free]
+        pairs: dict[tuple[int, int], np.ndarray] = {}
+        for v in members:
+            k = local[units.unit[v]]
+            image = units.image[v]
+            self.unary[k] += _soft(work.cost[v][image])
+            for j, e in work.adjacent[v].items():
+                edge = work.edges[e]
+                kj = local.get(units.unit[j])
+                if kj is None:
+                    self.unary[k] += _soft(edge.toward(v)[image, state.pos[j]])
+                elif edge.u == v:
+                    m = _soft(edge.cost[np.ix_(image, units.image[j])])
+                    if kj == k:
+                        self.unary[k] += np.diagonal(m)
+                    elif k < kj:
+                        pairs[k, kj] = pairs.get((k, kj), 0) + m
+                    else:
+                        pairs[kj, k] = pairs.get((kj, k), 0) + m.T
+        self.pairs = pairs
+        self.size = sum(m.size for m in pairs.values()) + sum(len(x) for x in self.unary)
+        self.count = len(self.free)
+        self.nodes = np.array(members, dtype=np.int64)
+        self.first = work.first[self.nodes]
+        self.last = work.last[self.nodes]
+        load = np.zeros(len(work.cap) + 1, dtype=np.int64)
+        for v, a, b in zip(members, self.first.tolist(), self.last.tolist(), strict=True):
+            if a < b:
+                amount = int(work.var(v)[state.pos[v]])
+                load[a] += amount
+                load[b] -= amount
+        self.room = state.slack + np.cumsum(load)[:-1]
+
+    def build(self) -> None:
+        model = cp_model.CpModel()
+        self.model = model
+        self.x = []
+        objective: list[tuple[int, cp_model.IntVar]] = []
+        unary = [u.copy() for u in self.unary]
+        reparam = []
+        for (a, b), m in self.pairs.items():
+            rows = m.min(axis=1)
+            m = m - rows[:, None]
+            cols = m.min(axis=0)
+            m = m - cols[None, :]
+            unary[a] += rows
+            unary[b] += cols
+            reparam.append((a, b, m))
+        total = 0.0
+        for u in range(self.count):
+            lits = [model.new_bool_var("") for _ in unary[u]]
+            for k, lit in enumerate(lits):
+                if not self.units.allowed[self.free[u]][k]:
+                    model.add(lit == 0)
+                elif unary[u][k]:
+                    objective.append((int(round(unary[u][k])), lit))
+            total += float(unary[u].max(initial=0))
+            model.add_exactly_one(lits)
+            self.x.append(lits)
+        self.y: list[tuple[int, int, np.ndarray]] = []
+        for a, b, m in reparam:
+            rows: list[list] = [[] for _ in range(m.shape[0])]
+            cols: list[list] = [[] for _ in range(m.shape[1])]
+            ys = np.empty(m.shape, dtype=object)
+            self.y.append((a, b, ys))
+            for (i, j), c in np.ndenumerate(m):
+                y = ys[i, j] = model.new_bool_var("")
+                rows[i].append(y)
+                cols[j].append(y)
+                if c:
+                    objective.append((int(round(c)), y))
+            for i, row in enumerate(rows):
+                model.add(sum(row) == self.x[a][i])
+            for j, col in enumerate(cols):
+                model.add(sum(col) == self.x[b][j])
+            total += float(m.max(initial=0))
+        self.fits_int64 = total < MAX_OBJECTIVE
+        self.objective = objective
+        model.minimize(sum(c * lit for c, lit in objective))
+        self.added: set[int] = set()
+
+    def add_step(self, t: int) -> None:
+        """The memory constraint of compressed step t, over the units live then."""
+        work = self.state.work
+        live = np.flatnonzero((self.first <= t) & (t < self.last))
+        coefficient: dict[int, np.ndarray] = {}
+        self.added.add(t)
+        if self.room[t] >= NO_LIMIT // 2:
+            return
+        for k in live:
+            v = int(self.nodes[k])
+            var = work.var(v)
+            if var.any():
+                u = self.local[self.units.unit[v]]
+                coefficient[u] = coefficient.get(u, 0) + var[self.units.image[v]]
+        terms = [(int(c), self.x[u][k]) for u, vec in coefficient.items()
+                 for k, c in enumerate(vec) if c]
+        if terms:
+            self.model.add(sum(c * lit for c, lit in terms) <= int(self.room[t]))
+
+    def positions(self, solver: cp_model.CpSolver) -> dict[int, int]:
+        """The free nodes' positions in the solver's answer."""
+        chosen = [next(k for k, lit in enumerate(lits) if solver.boolean_value(lit))
+                  for lits in self.x]
+        return {int(v): int(self.units.image[int(v)][chosen[self.local[self.units.unit[int(v)]]]])
+                for v in self.nodes}
+
+    def hint(self, pos: dict[int, int]) -> None:
+        """Every Boolean hinted from ``pos`` (a complete hint CP-SAT takes as it is)."""
+        self.model.clear_hints()
+        chosen = []
+        for k, u in enumerate(self.free):
+            root = self.units.roots[u]
+            same = np.flatnonzero(self.units.image[root] == pos[root])
+            at = int(same[0]) if same.size else 0
+            chosen.append(at)
+            for position, lit in enumerate(self.x[k]):
+                self.model.add_hint(lit, position == at)
+        for a, b, ys in self.y:
+            for (i, j), y in np.ndenumerate(ys):
+                self.model.add_hint(y, i == chosen[a] and j == chosen[b])
+
+
+def overflow(work: Work, pos: dict[int, int]) -> np.ndarray:
+    """The load above the cap at each compressed step under ``pos`` (<= 0 where it fits)."""
+    load = np.zeros(len(work.cap) + 1, dtype=np.int64)
+    for v, p in pos.items():
+        a, b = work.first[v], work.last[v]
+        if a < b:
+            amount = int(work.var(v)[p])
+            load[a] += amount
+            load[b] -= amount
+    load = np.cumsum(load)[:-1]
+    return np.where(work.cap < NO_LIMIT, load - work.cap, -1)
+
+
+@dataclass
+class Solve:
+    proven: bool
+    """The answer kept is optimal (for the free units, the others fixed)."""
+    bound: float | None
+    """A lower bound: of the problem when every unit was free, else of the free part."""
+    build_s: float
+    """Seconds spent building the model (before any search)."""
+
+
+def solve_whole(state: State, units: Units, until: float, seed: int, workers: int,
+                free: list[int] | None = None) -> Solve:
+    """Improve ``state`` with the merged model over ``free`` units (default: all) until
+    ``until``; ``state`` keeps the best fitting answer found."""
+    began = clock.now()
+    merged = MergedModel(state, units, free)
+    if merged.size > MAX_ENTRIES:
+        return Solve(False, None, clock.now() - began)
+    merged.build()
+    if not merged.fits_int64:
+        return Solve(False, None, clock.now() - began)
+    work = state.work
+    binding = np.flatnonzero(merged.room < NO_LIMIT // 2)
+    if binding.size:
+        tight = binding[np.argsort(merged.room[binding], kind="stable")[:STEPS_PER_ROUND]]
+        for t in tight.tolist():
+            merged.add_step(t)
+    built = clock.now() - began
+    bound: float | None = None
+    fitted = False
+    while clock.now() < until - 0.05:
+        merged.hint(state.pos)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        left = until - clock.now()
+        # until an answer fits, solves are short (each adds the steps its answer overflows)
+        end = until if fitted else clock.now() + max(ROUND_SHARE * left, 1.0)
+        clock.limit_cpsat(solver.parameters, min(end, until), floor_s=0.05)
+        status = clock.run_cpsat(solver, merged.model)
+        if status == cp_model.INFEASIBLE:
+            return Solve(False, bound, built)
+        relaxed = float(np.floor(solver.best_objective_bound * (1 - 1e-9)) - 1) + (
+            work.offset if free is None else 0.0)
+        bound = relaxed if bound is None else max(bound, relaxed)
+        if status != cp_model.OPTIMAL and status != cp_model.FEASIBLE:
+            fitted = True  # no answer yet: the next solve takes the time left
+            continue
+        pos = {**state.pos, **merged.positions(solver)}
+        over = overflow(work, pos)
+        if (over <= 0).all():
+            fitted = True
+            before = dict(state.pos)
+            old = state.cost()
+            for v, p in pos.items():
+                state.move(v, p)
+            if state.cost() > old:
+                for v, p in before.items():
+                    state.move(v, p)
+            if status == cp_model.OPTIMAL:
+                return Solve(True, min(state.cost(), old), built)
+            continue
+        for t in np.argsort(-over, kind="stable")[:STEPS_PER_ROUND].tolist():
+            if clock.now() >= until:
+                break
+            if over[t] > 0 and t not in merged.added:
+                merged.add_step(t)
+    return Solve(False, bound, built)
+
+
+def whole_size(work: Work, units: Units) -> int:
+    """The size ``MergedModel`` would have over every unit (pair entries and strategies)."""
+    pairs: dict[tuple[int, int], int] = {}
+    for edge in work.edges.values():
+        a, b = sorted((units.unit[edge.u], units.unit[edge.v]))
+        if a != b:
+            pairs[a, b] = len(units.allowed[a]) * len(units.allowed[b])
+    return sum(pairs.values()) + sum(len(a) for a in units.allowed)
+
+
+def unit_adjacency(work: Work, units: Units) -> list[set[int]]:
+    adjacent: list[set[int]] = [set() for _ in units.roots]
+    for edge in work.edges.values():
+        a, b = units.unit[edge.u], units.unit[edge.v]
+        if a != b:
+            adjacent[a].add(b)
+            adjacent[b].add(a)
+    return adjacent
+
+
+def unit_region(adjacent: list[set[int]], start: int, size: int,
+                rng: np.random.Generator) -> list[int]:
+    """About ``size`` units grown breadth first from ``start`` (neighbours shuffled)."""
+    seen = {start}
+    frontier = [start]
+    while frontier and len(seen) < size:
+        grown = []
+        for u in frontier:
+            for w in rng.permutation(sorted(adjacent[u])).tolist():
+                if w not in seen and len(seen) < size:
+                    seen.add(w)
+                    grown.append(w)
+        frontier = grown
+    return sorted(seen)
