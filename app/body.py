@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fastapi import Request
 
 from models.errors import InputValidationError, Issue
 
@@ -121,23 +119,3 @@ def check_encoding(encoding: str | None) -> bool:
     raise UnsupportedMediaType([Issue(
         ("headers", "content-encoding"), f"content-encoding '{value[:40]}' is not read; send "
         "the body plain or gzip-encoded", "content_encoding.unsupported")], "request")
-
-
-@dataclass(frozen=True)
-class JsonBody:
-    """A request's JSON body, read but not parsed: parsing (and inflating a gzip body) is
-    CPU work, so routes do it in a worker thread (``parse``), never on the event loop."""
-
-    raw: bytes
-    gzipped: bool = False
-
-    def parse(self) -> Any:
-        return parse_json(inflate(self.raw) if self.gzipped else self.raw)
-
-
-async def json_body(request: Request) -> JsonBody:
-    """A route's body once its content type and encoding are checked; the body-size limit
-    (on the bytes sent) is the ``BodyLimit`` middleware's."""
-    check_content_type(request.headers.get("content-type"))
-    gzipped = check_encoding(request.headers.get("content-encoding"))
-    return JsonBody(await request.body(), gzipped)

@@ -176,9 +176,9 @@ def load_table(data: Row) -> str:
 
 def iopddl_table(rows: list[Row]) -> str:
     """One line per (benchmark, timeout) of ``benchmarks/iopddl.py``."""
-    lines = ["| benchmark | timeout s | nodes | edges | reduced nodes | reduced edges | valid | "
-             "cost | best published | cost / best | bound | gap | status | wall s | "
-             "peak RSS MiB |", "|" + "---|" * 15]
+    lines = ["| benchmark | solver | timeout s | nodes | edges | reduced nodes | reduced edges | "
+             "valid | cost | best published | cost / best | bound | gap | status | wall s | "
+             "peak RSS MiB |", "|" + "---|" * 16]
 
     def number(value: Any) -> str:
         return "-" if value is None else f"{value:,}"
@@ -188,7 +188,8 @@ def iopddl_table(rows: list[Row]) -> str:
                                                  else f"{r['ratio']:.2e}")
         gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
         lines.append(
-            f"| {r['benchmark']} | {r['timeout_s']:g} | {number(r['nodes'])} | "
+            f"| {r['benchmark']} | {r.get('solver', 'cpsat')} | {r['timeout_s']:g} | "
+            f"{number(r['nodes'])} | "
             f"{number(r['edges'])} | {number(r['reduced_nodes'])} | "
             f"{number(r['reduced_edges'])} | {'yes' if r['valid'] else 'no'} | "
             f"{number(r['cost'])} | {number(r['best_published'])} | {ratio} | "

@@ -60,8 +60,8 @@ class IopddlSolution(RootModel[list[int]]):
 
 class Peak(BaseModel):
     usage: int = Field(description="the highest total usage over time")
-    step: int | None = Field(description="the first time step where it occurs (None: no node "
-                             "is ever live)")
+    step: int | None = Field(default=None, description="the first time step where it "
+                             "occurs (absent: no node is ever live)")
     live_nodes: int = Field(description="nodes live at that step")
     largest: list[tuple[int, int]] = Field(
         description="up to 10 (node, usage) pairs that use the most at that step")
@@ -71,11 +71,12 @@ class IopddlReport(BaseModel):
     """The evaluator's word on a solution, as the contest's ``Evaluate`` computes it."""
 
     valid: bool
-    cost: int | None = Field(description="the exact total cost (None when invalid)")
-    node_cost: int | None
-    edge_cost: int | None
-    usage_limit: int | None
-    peak: Peak | None = Field(description="the peak usage and where it occurs")
+    cost: int | None = Field(default=None, description="the exact total cost (absent when "
+                             "invalid)")
+    node_cost: int | None = None
+    edge_cost: int | None = None
+    usage_limit: int | None = Field(default=None, description="absent: no limit")
+    peak: Peak | None = Field(default=None, description="the peak usage and where it occurs")
     errors: list[str] = Field(default_factory=list)
 
 
@@ -106,11 +107,11 @@ class IopddlResult(BaseModel):
 
     solver: str
     status: Status
-    solution: list[int] | None = Field(description="one strategy index per node")
-    cost: int | None = Field(description="the solution's exact cost, recomputed by the "
-                             "evaluator")
-    bound: int | None = Field(description="a proven lower bound on the optimum")
-    gap: float | None = Field(description="(cost - bound) / cost")
+    solution: list[int] | None = Field(default=None, description="one strategy index per node")
+    cost: int | None = Field(default=None, description="the solution's exact cost, "
+                             "recomputed by the evaluator")
+    bound: int | None = Field(default=None, description="a proven lower bound on the optimum")
+    gap: float | None = Field(default=None, description="(cost - bound) / cost")
     peak_usage: int | None = None
     usage_limit: int | None = None
     stats: IopddlStats

@@ -85,9 +85,15 @@ class Solved:
     gap: float | None
     answer: Any
     result: BaseModel
+    answer_field: str | None = None
+    """The result's field that holds the answer, when the answer is part of the result and
+    not the result itself (a contest solution, not a plan)."""
 
-    def body(self) -> str:
-        return self.result.model_dump_json(by_alias=True)
+    def body(self, without_answer: bool = False) -> str:
+        """The result as JSON; ``without_answer`` leaves out the answer (written to a file
+        instead: a 65,000-entry solution buries the cost and the gap)."""
+        omit = {self.answer_field} if without_answer and self.answer_field else None
+        return self.result.model_dump_json(by_alias=True, exclude=omit)
 
 
 @dataclass(frozen=True)

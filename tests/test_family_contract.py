@@ -148,11 +148,13 @@ def test_fusion_admission_refuses_exactly_the_problems_no_schedule_can_run(doc):
 
 def test_a_deadline_is_one_point_on_the_monotonic_clock_in_every_process():
     deadline = Deadline.after(30)
+    before = deadline.remaining()
     shown = subprocess.run([sys.executable, "-c", (
         "import pickle, sys, time; d = pickle.loads(bytes.fromhex(sys.argv[1])); "
         "print(d.remaining())"), pickle.dumps(deadline).hex()], capture_output=True,
         text=True, check=True, cwd=ROOT).stdout
-    assert deadline.remaining() - 5 < float(shown) <= deadline.remaining() + 0.01
+    # the child reads the clock between the parent's two readings
+    assert deadline.remaining() <= float(shown) <= before
     with deadline.running() as run:
         assert run.at == deadline.at and abs(now() - time.monotonic()) < 0.01
 
@@ -160,7 +162,7 @@ def test_a_deadline_is_one_point_on_the_monotonic_clock_in_every_process():
 def test_a_deterministic_deadline_counts_work_and_keeps_the_wall_clock_as_backstop():
     with Deadline.after(10, deterministic=True).running() as run:
         first = now()
-        assert run.at == pytest.approx(5.0) and now() > first  # each reading is work
+        assert run.at == pytest.approx(3.0) and now() > first  # each reading is work
         assert not run.wall_stopped
     with Deadline.after(0.0, deterministic=True).running() as run:
         ends = now() + 0.6 * max(0.0, run.at - now())  # a loop's own end, from the clock
@@ -168,13 +170,15 @@ def test_a_deterministic_deadline_counts_work_and_keeps_the_wall_clock_as_backst
 
 
 @pytest.mark.parametrize(("family", "document", "seconds"), [
-    ("fusion", ROOT.parent / "shared/mlsys2026/benchmarks/mlsys-2026-5.json", "6"),
-    ("layout", ROOT / "benchmarks/layout/models/bert-base-s384.json", "6"),
+    ("fusion", ROOT.parent / "shared/mlsys2026/benchmarks/mlsys-2026-5.json", "10"),
+    ("layout", ROOT / "benchmarks/layout/models/bert-base-s384.json", "10"),
 ])
 def test_deterministic_solves_repeat_byte_for_byte_in_fresh_processes(tmp_path, family,
                                                                         document, seconds):
     """Each solve in its own process (string hashing differs between processes): the
-    window search of fusion and the segment search of layout both decide by the clock."""
+    window search of fusion and the segment search of layout both decide by the clock.
+    The limit leaves the 2 s start-up and the 3 s work budget (up to 6 s of wall time) inside
+    the wall-clock backstop."""
     outputs = []
     for run in range(2):
         out = tmp_path / f"{run}.json"

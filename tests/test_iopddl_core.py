@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks.iopddl_generate import generate
 from models.errors import InputValidationError
+from solver import iopddl
+from solver.deadline import Deadline
 from solver.iopddl import search
 from solver.iopddl.evaluate import evaluate, parse_solution
 from solver.iopddl.problem import parse_problem
@@ -257,6 +260,26 @@ def test_solvers_against_exhaustive(seed: int) -> None:
         if name == "cpsat":  # tiny problems: CP-SAT proves the optimum well within 10 s
             assert report.cost == optimum and outcome.status == "optimal", why
             assert optimum - 1 < outcome.bound <= optimum, why  # integer costs
+
+
+@pytest.mark.parametrize(("nodes", "seed", "tightness"), [(3000, 1, 0.3), (1500, 2, 0.8)])
+def test_generated_problems_at_scale(nodes: int, seed: int, tightness: float) -> None:
+    """Problems no file holds (``benchmarks/iopddl_generate.py``): every solver answers
+    within its deadline with a valid solution whose cost the evaluator confirms, cpsat no
+    worse than greedy and its bound below its cost."""
+    problem = parse_problem(generate(nodes, seed, tightness=tightness))
+    costs = {}
+    for name in search.SOLVERS:
+        deadline = Deadline.after(4.0)
+        result = iopddl.solve(problem, name, deadline, seed=0, workers=2)
+        assert time.monotonic() <= deadline.at + 0.5, name
+        report = evaluate(problem, result.solution)
+        assert report.valid and report.cost == result.cost, (name, report.errors)
+        costs[name] = result.cost
+        if name == "cpsat":
+            assert result.bound is not None and result.bound <= result.cost
+            assert result.stats.reduction is not None
+    assert costs["cpsat"] <= costs["greedy"]
 
 
 def test_dominance_sums_over_edges() -> None:

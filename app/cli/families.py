@@ -151,7 +151,7 @@ def _solve_command(fam: Family) -> Any:
         if output is not None:
             output.write_text(json.dumps(solved.answer, indent=1) + "\n")
         if as_json:
-            console.print_json(solved.body())
+            console.print_json(solved.body(without_answer=output is not None))
         else:
             gap = "" if solved.gap is None else f", gap {solved.gap:.1%}"
             bound = "" if solved.bound is None else f"; lower bound {solved.bound:,.2f}"
@@ -180,7 +180,8 @@ def _solve_command(fam: Family) -> Any:
         *option_parameters(fam.options),
         inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False,
                           annotation=Annotated[bool, typer.Option(
-                              "--json", help="Print the whole result as JSON.")]),
+                              "--json", help="Print the whole result as JSON (without the "
+                              "answer when it is written to a file).")]),
     ]
     return _with_signature(solve, params)
 

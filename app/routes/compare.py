@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import Caller
-from app.body import JsonBody, json_body
 from app.jobs.compare_work import batch_for
 from app.jobs.kinds import COMPARE, MAX_GRAPHS, CompareOptions, GraphItem, Work, accept
 from app.jobs.store import FINISHED, JobRow, JobState
+from app.routes.body import JsonBody, json_body
 from app.routes.families import body_schema
 from app.routes.responses import INPUT, responses
 from app.service import Service, caller_of, service_of, url_for

@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import Caller
-from app.body import JsonBody, json_body
 from app.jobs.kinds import accept, parse_document
 from app.jobs.work import run_evaluate
+from app.routes.body import JsonBody, json_body
 from app.routes.responses import INPUT, SOLVE, responses
 from app.service import caller_of, service_of
 from models.errors import InputValidationError, Issue

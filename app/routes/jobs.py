@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.auth import Caller
-from app.body import JsonBody, json_body
 from app.jobs.kinds import COMPARE, Work, accept
 from app.jobs.store import JobRow, JobState
+from app.routes.body import JsonBody, json_body
 from app.routes.families import body_schema
 from app.routes.responses import INPUT, responses
 from app.service import caller_of, service_of, url_for

@@ -120,7 +120,7 @@ class FusionFamily:
                                    reduction_cost=options.reduction_cost, seed=options.seed,
                                    workers=options.workers)
         return Solved(result.status, result.total_latency, result.bound, result.gap,
-                      result.solution.model_dump(mode="json"), result)
+                      result.solution.model_dump(mode="json"), result, answer_field="solution")
 
     def evaluate(self, problem: FusionProblem, answer: Any,
                  options: FusionEvaluateOptions) -> Verdict:

@@ -97,7 +97,7 @@ class IopddlFamily:
                                   workers=options.workers)
         return Solved(result.status, None if result.cost is None else float(result.cost),
                       None if result.bound is None else float(result.bound), result.gap,
-                      result.solution, result)
+                      result.solution, result, answer_field="solution")
 
     def evaluate(self, problem: Problem, answer: Any, options: IopddlEvaluateOptions) -> Verdict:
         report = evaluate(problem, parse_solution(answer))

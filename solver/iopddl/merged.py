@@ -5,15 +5,16 @@ A group's members cost, use memory and join other nodes through its root's strat
 its literals are the root's; an edge between two units becomes one matrix over their
 positions (parallel edges summed), an edge inside a group a cost on the root. The memory
 limit has one constraint per compressed time step (tens of thousands, each over every
-unit live then), far too many to state; the model starts with the steps where the
-incumbent has least room and adds, after each solve, the steps its answer overflows, until
-an answer fits every step. Each model is a relaxation of the problem, so its bound is a
-lower bound of the optimum; an answer that fits and is proven optimal for the model is
-optimal.
+unit live then), often too many to state; the model then starts with the steps where the
+incumbent has least room, a solve stops at an answer that overflows a step left out, and
+the steps it overflows are added, until the answers fit every step. Each model is a
+relaxation of the problem, so its bound is a lower bound of the optimum; an answer that
+fits and is proven optimal for the model is optimal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,9 +33,13 @@ incumbent that still uses some is feasible and removes them."""
 MAX_ENTRIES = 400_000
 """Largest model (pair entries plus unit strategies) given to CP-SAT whole."""
 STEPS_PER_ROUND = 80
-ROUND_SHARE = 0.34
-"""Share of the time left that one solve of the model may take (then constraints are added
-or the model is solved again from its best answer)."""
+MAX_UPFRONT_TERMS = 300_000
+"""Memory constraints are all stated at once when their terms number at most this (a
+second solve repeats CP-SAT's presolve: 3.4 s on 3,400 units); else added as violated."""
+FINISH_S = 0.05
+FINISH_S_PER_ENTRY = 3e-6
+"""Time kept, out of a solve's end, for CP-SAT to stop and for its answer to be read and
+applied (0.13 s for a 62,000-entry model, beyond CP-SAT's own 0.09 s)."""
 
 
 @dataclass
@@ -185,12 +190,25 @@ class MergedModel:
         if terms:
             self.model.add(sum(c * lit for c, lit in terms) <= int(self.room[t]))
 
-    def positions(self, solver: cp_model.CpSolver) -> dict[int, int]:
-        """The free nodes' positions in the solver's answer."""
-        chosen = [next(k for k, lit in enumerate(lits) if solver.boolean_value(lit))
-                  for lits in self.x]
+    def terms(self, steps: np.ndarray) -> int:
+        """About how many terms the memory constraints of ``steps`` hold (live members
+        times their strategies, summed)."""
+        strategies = np.array([len(self.state.work.cost[int(v)]) for v in self.nodes],
+                              dtype=np.int64)
+        live = np.zeros(len(self.room) + 1, dtype=np.int64)
+        np.add.at(live, self.first, strategies)
+        np.add.at(live, self.last, -strategies)
+        return int(np.cumsum(live)[:-1][steps].sum())
+
+    def positions(self, value: Callable[[cp_model.IntVar], bool]) -> dict[int, int]:
+        """The free nodes' positions in an answer (``value`` of a solver or callback)."""
+        chosen = [next(k for k, lit in enumerate(lits) if value(lit)) for lits in self.x]
         return {int(v): int(self.units.image[int(v)][chosen[self.local[self.units.unit[int(v)]]]])
                 for v in self.nodes}
+
+    def overflow_of(self, value: Callable[[cp_model.IntVar], bool]) -> np.ndarray:
+        """The load above the cap at each compressed step under an answer."""
+        return overflow(self.state.work, {**self.state.pos, **self.positions(value)})
 
     def hint(self, pos: dict[int, int]) -> None:
         """Every Boolean hinted from ``pos`` (a complete hint CP-SAT takes as it is)."""
@@ -231,6 +249,27 @@ class Solve:
     """Seconds spent building the model (before any search)."""
 
 
+class _Watch(cp_model.CpSolverSolutionCallback):
+    """Stops a solve at an answer that overflows a step not yet in the model (checked on
+    the 1st, 2nd, 4th, ... and every 16th answer: reading one costs ~10 ms at 3,000
+    units), so one solve runs as long as its answers fit."""
+
+    def __init__(self, merged: MergedModel):
+        super().__init__()
+        self.merged = merged
+        self.count = 0
+        self.over: np.ndarray | None = None
+
+    def on_solution_callback(self) -> None:
+        self.count += 1
+        if self.count & (self.count - 1) and self.count % 16:
+            return
+        over = self.merged.overflow_of(self.boolean_value)
+        if (over > 0).any():
+            self.over = over
+            self.stop_search()
+
+
 def solve_whole(state: State, units: Units, until: float, seed: int, workers: int,
                 free: list[int] | None = None) -> Solve:
     """Improve ``state`` with the merged model over ``free`` units (default: all) until
@@ -245,44 +284,40 @@ def solve_whole(state: State, units: Units, until: float, seed: int, workers: in
     work = state.work
     binding = np.flatnonzero(merged.room < NO_LIMIT // 2)
     if binding.size:
-        tight = binding[np.argsort(merged.room[binding], kind="stable")[:STEPS_PER_ROUND]]
+        tight = binding if merged.terms(binding) <= MAX_UPFRONT_TERMS else binding[
+            np.argsort(merged.room[binding], kind="stable")[:STEPS_PER_ROUND]]
         for t in tight.tolist():
             merged.add_step(t)
     built = clock.now() - began
+    until -= FINISH_S + FINISH_S_PER_ENTRY * merged.size
     bound: float | None = None
-    fitted = False
-    while clock.now() < until - 0.05:
+    while clock.now() < until:
         merged.hint(state.pos)
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = workers
         solver.parameters.random_seed = seed
-        left = until - clock.now()
-        # until an answer fits, solves are short (each adds the steps its answer overflows)
-        end = until if fitted else clock.now() + max(ROUND_SHARE * left, 1.0)
-        clock.limit_cpsat(solver.parameters, min(end, until), floor_s=0.05)
-        status = clock.run_cpsat(solver, merged.model)
+        clock.limit_cpsat(solver.parameters, until, floor_s=0.05)
+        watch = _Watch(merged)
+        status = clock.run_cpsat(solver, merged.model, watch)
         if status == cp_model.INFEASIBLE:
             return Solve(False, bound, built)
         relaxed = float(np.floor(solver.best_objective_bound * (1 - 1e-9)) - 1) + (
             work.offset if free is None else 0.0)
         bound = relaxed if bound is None else max(bound, relaxed)
         if status != cp_model.OPTIMAL and status != cp_model.FEASIBLE:
-            fitted = True  # no answer yet: the next solve takes the time left
-            continue
-        pos = {**state.pos, **merged.positions(solver)}
-        over = overflow(work, pos)
+            break
+        over = watch.over if watch.over is not None else merged.overflow_of(
+            solver.boolean_value)
         if (over <= 0).all():
-            fitted = True
-            before = dict(state.pos)
             old = state.cost()
-            for v, p in pos.items():
+            before = {int(v): state.pos[int(v)] for v in merged.nodes}
+            for v, p in merged.positions(solver.boolean_value).items():
                 state.move(v, p)
             if state.cost() > old:
                 for v, p in before.items():
                     state.move(v, p)
-            if status == cp_model.OPTIMAL:
-                return Solve(True, min(state.cost(), old), built)
-            continue
+            return Solve(status == cp_model.OPTIMAL, min(state.cost(), old) if
+                         status == cp_model.OPTIMAL else bound, built)
         for t in np.argsort(-over, kind="stable")[:STEPS_PER_ROUND].tolist():
             if clock.now() >= until:
                 break
