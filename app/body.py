@@ -23,7 +23,10 @@ MAX_NUMBER_DIGITS = 40
 """Longest run of digits in a number; every numeric field is bounded far below 10^40."""
 JSON_TYPES = ("application/json",)
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_LONG_NUMBER = re.compile(rb"[0-9]{%d,}" % (MAX_NUMBER_DIGITS + 1))
+_DIGIT_MARKS = bytes(0x31 if chr(b).isdigit() and b < 128 else 0x30 for b in range(256))
+"""Digits to b"1", every other byte to b"0": a long number is then a run of b"1" that
+``bytes.find`` finds at memory speed (a regex took 4 s on a 93 MB contest file)."""
+_LONG_NUMBER = b"1" * (MAX_NUMBER_DIGITS + 1)
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
@@ -57,11 +60,11 @@ def parse_json(raw: bytes, what: str = "request body") -> Any:
         raise InputValidationError([Issue(
             (), f"{what} nests arrays and objects {depth} levels deep; at most "
             f"{MAX_DEPTH} are allowed", "json.depth")], "request")
-    long = _LONG_NUMBER.search(outside_strings)
-    if long:
+    long = outside_strings.translate(_DIGIT_MARKS).find(_LONG_NUMBER)
+    if long >= 0:
         raise InputValidationError([Issue(
             (), f"{what} has a number with more than {MAX_NUMBER_DIGITS} digits (at "
-            f"byte {long.start()}); no field takes one", "json.number_size")], "request")
+            f"byte {long}); no field takes one", "json.number_size")], "request")
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:

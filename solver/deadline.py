@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -105,6 +105,15 @@ def limit_cpsat(parameters: Any, deadline: float, floor_s: float = 0.1) -> None:
         parameters.max_time_in_seconds = wall_left
     else:
         parameters.max_time_in_seconds = left
+
+
+def cpsat_elapsed() -> Callable[[Any], float]:
+    """How a CP-SAT solution callback reads the seconds its solve has taken: deterministic
+    time under the work clock, else wall time. Called where the solve is started: the
+    callback runs in CP-SAT's thread, where the running solve's clock is not seen."""
+    if _clock.get().deterministic:
+        return lambda callback: callback.deterministic_time
+    return lambda callback: callback.wall_time
 
 
 def charge_cpsat(solver: Any) -> None:

@@ -40,6 +40,9 @@ FINISH_S = 0.05
 FINISH_S_PER_ENTRY = 3e-6
 """Time kept, out of a solve's end, for CP-SAT to stop and for its answer to be read and
 applied (0.13 s for a 62,000-entry model, beyond CP-SAT's own 0.09 s)."""
+ROUND_SHARE = 0.34
+"""Share of the time left a solve runs before it may stop at an answer that overflows a
+step left out of the model."""
 
 
 @dataclass
@@ -250,24 +253,47 @@ class Solve:
 
 
 class _Watch(cp_model.CpSolverSolutionCallback):
-    """Stops a solve at an answer that overflows a step not yet in the model (checked on
-    the 1st, 2nd, 4th, ... and every 16th answer: reading one costs ~10 ms at 3,000
-    units), so one solve runs as long as its answers fit."""
+    """Watches a solve's answers for steps left out of the model: keeps the cheapest answer
+    that fits every step, gathers the overflow of those that do not, and, once the solve
+    has run ``patience`` seconds, stops it at an answer that overflows (a restart repeats
+    CP-SAT's presolve, seconds at 20,000 units, so each adds the steps of many answers).
+    Answers are read on the 1st, 2nd, 4th, ... and every 16th (one costs ~10 ms at 3,000
+    units), and every one after ``patience``."""
 
-    def __init__(self, merged: MergedModel):
+    def __init__(self, merged: MergedModel, patience: float):
         super().__init__()
         self.merged = merged
+        self.patience = patience
+        self.elapsed = clock.cpsat_elapsed()
         self.count = 0
         self.over: np.ndarray | None = None
+        self.fitting: dict[int, int] | None = None
+        self.fitting_objective = float("inf")
 
     def on_solution_callback(self) -> None:
         self.count += 1
-        if self.count & (self.count - 1) and self.count % 16:
+        late = self.elapsed(self) >= self.patience
+        if not late and self.count & (self.count - 1) and self.count % 16:
             return
-        over = self.merged.overflow_of(self.boolean_value)
+        positions = self.merged.positions(self.boolean_value)
+        over = overflow(self.merged.state.work, {**self.merged.state.pos, **positions})
         if (over > 0).any():
-            self.over = over
-            self.stop_search()
+            self.over = over if self.over is None else np.maximum(self.over, over)
+            if late:
+                self.stop_search()
+        elif self.objective_value < self.fitting_objective:
+            self.fitting, self.fitting_objective = positions, self.objective_value
+
+
+def _adopt(state: State, positions: dict[int, int]) -> None:
+    """Move ``state`` to ``positions`` (which fit) when that lowers its cost."""
+    old = state.cost()
+    before = {v: state.pos[v] for v in positions}
+    for v, p in positions.items():
+        state.move(v, p)
+    if state.cost() > old:
+        for v, p in before.items():
+            state.move(v, p)
 
 
 def solve_whole(state: State, units: Units, until: float, seed: int, workers: int,
@@ -297,7 +323,7 @@ def solve_whole(state: State, units: Units, until: float, seed: int, workers: in
         solver.parameters.num_workers = workers
         solver.parameters.random_seed = seed
         clock.limit_cpsat(solver.parameters, until, floor_s=0.05)
-        watch = _Watch(merged)
+        watch = _Watch(merged, ROUND_SHARE * (until - clock.now()))
         status = clock.run_cpsat(solver, merged.model, watch)
         if status == cp_model.INFEASIBLE:
             return Solve(False, bound, built)
@@ -306,18 +332,16 @@ def solve_whole(state: State, units: Units, until: float, seed: int, workers: in
         bound = relaxed if bound is None else max(bound, relaxed)
         if status != cp_model.OPTIMAL and status != cp_model.FEASIBLE:
             break
-        over = watch.over if watch.over is not None else merged.overflow_of(
-            solver.boolean_value)
+        positions = merged.positions(solver.boolean_value)
+        over = overflow(work, {**state.pos, **positions})
         if (over <= 0).all():
-            old = state.cost()
-            before = {int(v): state.pos[int(v)] for v in merged.nodes}
-            for v, p in merged.positions(solver.boolean_value).items():
-                state.move(v, p)
-            if state.cost() > old:
-                for v, p in before.items():
-                    state.move(v, p)
-            return Solve(status == cp_model.OPTIMAL, min(state.cost(), old) if
+            _adopt(state, positions)
+            return Solve(status == cp_model.OPTIMAL, state.cost() if
                          status == cp_model.OPTIMAL else bound, built)
+        if watch.fitting is not None:
+            _adopt(state, watch.fitting)
+        if watch.over is not None:
+            over = np.maximum(over, watch.over)
         for t in np.argsort(-over, kind="stable")[:STEPS_PER_ROUND].tolist():
             if clock.now() >= until:
                 break
