@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import random
 from pathlib import Path
@@ -72,10 +73,11 @@ def _peaks(intervals: list[list[int]], usages: list[list[int]], horizon: int
     low = [0] * (horizon + 1)
     high = [0] * (horizon + 1)
     for (start, end), use in zip(intervals, usages, strict=True):
-        for t in range(start, end):
-            low[t] += min(use)
-            high[t] += max(use)
-    return max(low), max(high)
+        low[start] += min(use)
+        low[end] -= min(use)
+        high[start] += max(use)
+        high[end] -= max(use)
+    return max(itertools.accumulate(low)), max(itertools.accumulate(high))
 
 
 def main() -> None:

@@ -146,17 +146,20 @@ def priced_search(work: Work, until: float, best: State) -> tuple[State, np.ndar
         improve_priced(state, extra, until)
         return state, np.where(binding, -state.slack, 0).astype(np.float64)
 
+    took = 0.0  # the last priced solve's seconds: one starts only if it can end in time
     for _ in range(ROUNDS):
-        if clock.now() >= until:
+        if clock.now() + took >= until:
             break
+        began = clock.now()
         state, over = priced(lam)
+        took = clock.now() - began
         fits = state.feasible()
         fitted_once |= fits
         # the subgradient step on the dual, from this round's answer
         next_lam = np.maximum(0.0, lam + step * np.clip(over / scale, -1, 1))
         raised, rise = lam, step
         for _ in range(FIT_TRIES):
-            if state.feasible() or clock.now() >= until:
+            if state.feasible() or clock.now() + took >= until:
                 break
             # raise the prices only where the answer overflows, until it fits
             raised = raised + rise * np.clip(np.maximum(over, 0) / scale, 0, 1)
