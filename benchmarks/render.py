@@ -184,7 +184,7 @@ def iopddl_table(rows: list[Row]) -> str:
         return "-" if value is None else f"{value:,}"
 
     for r in rows:
-        ratio = "-" if r["ratio"] is None else (f"{r['ratio']:.4f}" if r["ratio"] < 100
+        ratio = "-" if r["ratio"] is None else (f"{r['ratio']:.6f}" if r["ratio"] < 100
                                                  else f"{r['ratio']:.2e}")
         gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
         lines.append(

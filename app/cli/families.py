@@ -180,8 +180,8 @@ def _solve_command(fam: Family) -> Any:
         *option_parameters(fam.options),
         inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False,
                           annotation=Annotated[bool, typer.Option(
-                              "--json", help="Print the whole result as JSON (without the "
-                              "answer when it is written to a file).")]),
+                              "--json", help="Print the whole result as JSON (a contest "
+                              "solution written to a file is left out of it).")]),
     ]
     return _with_signature(solve, params)
 

@@ -6,8 +6,9 @@ its literals are the root's; an edge between two units becomes one matrix over t
 positions (parallel edges summed), an edge inside a group a cost on the root. The memory
 limit has one constraint per compressed time step (tens of thousands, each over every
 unit live then), often too many to state; the model then starts with the steps where the
-incumbent has least room, a solve stops at an answer that overflows a step left out, and
-the steps it overflows are added, until the answers fit every step. Each model is a
+incumbent has least room, a solve that has run a third of its time stops at an answer
+that overflows a step left out, and the steps its answers overflowed are added, until the
+answers fit every step. Each model is a
 relaxation of the problem, so its bound is a lower bound of the optimum; an answer that
 fits and is proven optimal for the model is optimal.
 """
@@ -247,7 +248,8 @@ class Solve:
     proven: bool
     """The answer kept is optimal (for the free units, the others fixed)."""
     bound: float | None
-    """A lower bound: of the problem when every unit was free, else of the free part."""
+    """A lower bound: of the problem when every unit was free (the optimum's cost when
+    ``proven``), else of the free part's model objective (unused)."""
     build_s: float
     """Seconds spent building the model (before any search)."""
 
@@ -313,6 +315,8 @@ def solve_whole(state: State, units: Units, until: float, seed: int, workers: in
         tight = binding if merged.terms(binding) <= MAX_UPFRONT_TERMS else binding[
             np.argsort(merged.room[binding], kind="stable")[:STEPS_PER_ROUND]]
         for t in tight.tolist():
+            if clock.now() >= until:
+                break
             merged.add_step(t)
     built = clock.now() - began
     until -= FINISH_S + FINISH_S_PER_ENTRY * merged.size
