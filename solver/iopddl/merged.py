@@ -119,13 +119,8 @@ class MergedModel:
         self.nodes = np.array(members, dtype=np.int64)
         self.first = work.first[self.nodes]
         self.last = work.last[self.nodes]
-        load = np.zeros(len(work.cap) + 1, dtype=np.int64)
-        for v, a, b in zip(members, self.first.tolist(), self.last.tolist(), strict=True):
-            if a < b:
-                amount = int(work.var(v)[state.pos[v]])
-                load[a] += amount
-                load[b] -= amount
-        self.room = state.slack + np.cumsum(load)[:-1]
+        # per step, what the fixed nodes leave the free ones (huge where no limit binds)
+        self.room = state.slack + self.load(state.pos)
 
     def build(self) -> None:
         model = cp_model.CpModel()
@@ -210,9 +205,23 @@ class MergedModel:
         return {int(v): int(self.units.image[int(v)][chosen[self.local[self.units.unit[int(v)]]]])
                 for v in self.nodes}
 
-    def overflow_of(self, value: Callable[[cp_model.IntVar], bool]) -> np.ndarray:
-        """The load above the cap at each compressed step under an answer."""
-        return overflow(self.state.work, {**self.state.pos, **self.positions(value)})
+    def load(self, pos: dict[int, int]) -> np.ndarray:
+        """The free nodes' variable usage at each compressed step under ``pos``."""
+        work = self.state.work
+        load = np.zeros(len(work.cap) + 1, dtype=np.int64)
+        for v, a, b in zip(self.nodes.tolist(), self.first.tolist(), self.last.tolist(),
+                           strict=True):
+            if a < b:
+                amount = int(work.var(v)[pos[v]])
+                load[a] += amount
+                load[b] -= amount
+        return np.cumsum(load)[:-1]
+
+    def overflow(self, positions: dict[int, int]) -> np.ndarray:
+        """How far each compressed step is over its cap with the free nodes at
+        ``positions`` and the others as they are (<= 0 where it fits): only the free
+        nodes are summed, against ``room``."""
+        return self.load(positions) - self.room
 
     def hint(self, pos: dict[int, int]) -> None:
         """Every Boolean hinted from ``pos`` (a complete hint CP-SAT takes as it is)."""
@@ -228,19 +237,6 @@ class MergedModel:
         for a, b, ys in self.y:
             for (i, j), y in np.ndenumerate(ys):
                 self.model.add_hint(y, i == chosen[a] and j == chosen[b])
-
-
-def overflow(work: Work, pos: dict[int, int]) -> np.ndarray:
-    """The load above the cap at each compressed step under ``pos`` (<= 0 where it fits)."""
-    load = np.zeros(len(work.cap) + 1, dtype=np.int64)
-    for v, p in pos.items():
-        a, b = work.first[v], work.last[v]
-        if a < b:
-            amount = int(work.var(v)[p])
-            load[a] += amount
-            load[b] -= amount
-    load = np.cumsum(load)[:-1]
-    return np.where(work.cap < NO_LIMIT, load - work.cap, -1)
 
 
 @dataclass
@@ -278,7 +274,7 @@ class _Watch(cp_model.CpSolverSolutionCallback):
         if not late and self.count & (self.count - 1) and self.count % 16:
             return
         positions = self.merged.positions(self.boolean_value)
-        over = overflow(self.merged.state.work, {**self.merged.state.pos, **positions})
+        over = self.merged.overflow(positions)
         if (over > 0).any():
             self.over = over if self.over is None else np.maximum(self.over, over)
             if late:
@@ -337,7 +333,7 @@ def solve_whole(state: State, units: Units, until: float, seed: int, workers: in
         if status != cp_model.OPTIMAL and status != cp_model.FEASIBLE:
             break
         positions = merged.positions(solver.boolean_value)
-        over = overflow(work, {**state.pos, **positions})
+        over = merged.overflow(positions)
         if (over <= 0).all():
             _adopt(state, positions)
             return Solve(status == cp_model.OPTIMAL, state.cost() if
