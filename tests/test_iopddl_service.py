@@ -73,6 +73,12 @@ def test_malformed_problem_is_a_422_naming_field_and_rule(tmp_path):
         error, = answer.json()["errors"]
         assert error["rule"] == "edge.costs_length"
         assert error["loc"] == ["problem", "edges", "costs", 2]
+        for solution, rule in (("abc", "schema.type"), ([0, True, 2, 1, 0], "integer.type")):
+            refused = c.post("/v1/iopddl/evaluate",
+                             json={"problem": EXAMPLE, "solution": solution})
+            assert refused.status_code == 422 and rule in rules(refused), refused.text
+        after = c.post("/v1/iopddl/solve?time_limit_s=5", json=EXAMPLE)  # the pool still works
+        assert after.status_code == 200 and after.json()["cost"] == 445
 
 
 def test_infeasible_problem_says_so(tmp_path):
