@@ -124,13 +124,15 @@ def test_benchmark_13_per_op_bound_charges_what_each_chain_must_load():
     holding a 4,096-wide strip of its LHS, at most 145 rows of them beside a W1 slice in the
     600,000 capacity: sharing W1 costs more compute than it saves, and each pays
     max(165,000 x tiles, W1 / sharing + V_i) >= 346,030.08. The bound, 16 x 1,017,118.72,
-    is 0.06% below cpsat's schedule (16,284,057.6); max(compute, I/O) is 5,201,500."""
+    is 0.06% below cpsat's schedule (16,284,057.6); max(compute, I/O) is 5,201,500. The
+    bound is anytime: on the 2-core machine it reaches this value after about 5 s alone and
+    missed it at 8 s once inside the full suite, so it gets 12."""
     raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-13.json").read_text())
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"), every_tile=True)
     [w0, w1] = shared_operands(ctx)
     assert (w0.operand, w1.operand) == (0, 1)
     assert ctx.latency(w1.head_floor) == Fraction("346030.08")
-    value = cover_bound(ctx, time.monotonic() + 8).value
+    value = cover_bound(ctx, time.monotonic() + 12).value
     assert Fraction("16273899.52") <= value <= total(as_variants(ctx, greedy(ctx)))
 
 
