@@ -354,8 +354,10 @@ def test_a_solve_beyond_the_memory_limit_fails_alone():
 def test_metrics_count_requests_jobs_pool_and_cache(tmp_path):
     with make(tmp_path) as client:
         client.get("/healthz")
-        client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
-        client.post("/v1/layout/solve?solver=greedy", json=LAYOUT)
+        # a 60 s limit: the first solve's wait for a starting worker (2 s on the 2-core
+        # machine) stays under CACHE_WAIT_S's tenth of the limit, so its answer is cached
+        client.post("/v1/layout/solve?solver=greedy&time_limit_s=60", json=LAYOUT)
+        client.post("/v1/layout/solve?solver=greedy&time_limit_s=60", json=LAYOUT)
         job = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
                                             "options": {"solver": "greedy"}}).json()
         wait_for(client, job["id"])
