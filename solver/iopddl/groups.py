@@ -40,7 +40,8 @@ def _bijection(cost: np.ndarray) -> np.ndarray | None:
 
 
 def find_groups(work: Work) -> list[Group]:
-    """Every group of two or more live nodes joined by bijective edges."""
+    """Every group of two or more live nodes joined by bijective edges whose equalities
+    can all hold together."""
     links: dict[int, list[tuple[int, int, np.ndarray]]] = {}
     for e, edge in work.edges.items():
         match = _bijection(edge.cost)
@@ -68,6 +69,9 @@ def find_groups(work: Work) -> list[Group]:
                     seen.add(j)
                     queue.append(j)
         members = list(maps)
+        if not allowed.any():
+            continue  # the equalities contradict each other: some must be paid, so the
+            # members stay separate units
         inside = set(members)
         internal = sorted({e for i in members for j, e in work.adjacent[i].items()
                            if j in inside})

@@ -2,10 +2,12 @@
 
 The limit at each step t is moved into the objective with a price ``lam[t] >= 0``: node i's
 strategy s then costs ``cost[i][s] + var[i][s] * (sum of lam over i's live steps)``, and the
-problem left is a pure pairwise one, solved by dynamic programming over a spanning forest
-and single-node improvements. Prices rise where the answer overflows and decay where it has
-room (a subgradient method), and every answer is repaired to fit and kept if it is the
-cheapest so far. The same prices give a lower bound (``bound.diffusion`` of the priced
+problem left is a pure pairwise one over units (``coarse.py``), solved by message passing
+(``messages.py``). Prices rise where the answer overflows and decay where it has room (a
+subgradient method); an answer that still overflows gets targeted rises, then unit moves
+that free memory; every answer that fits is improved by unit moves under the caps and kept
+if it is the cheapest so far. ``tree_start`` (dynamic programming over a spanning forest)
+gives the greedy its start. The same prices give a lower bound (``bound.diffusion`` of the priced
 problem, less the prices times the caps).
 """
 
@@ -14,17 +16,21 @@ from __future__ import annotations
 import numpy as np
 
 from solver import deadline as clock
+from solver.iopddl.coarse import UnitGraph, UnitState
+from solver.iopddl.messages import MessagePassing
 from solver.iopddl.state import State
 from solver.iopddl.work import FORBIDDEN, NO_LIMIT, Work
 
-ROUNDS = 40
-SWEEPS = 10
-GROW = 2.0
-"""Price step growth per round until a priced answer fits for the first time."""
-SHRINK = 0.7
-FIT_TRIES = 4
-"""Rounds of price rises where an answer overflows, before single-node repair."""
+ROUNDS = 200
+PASSES = 3
+"""Message passes per priced solve (each yields an assignment; the cheapest is kept)."""
+GROW = 4.0
+"""Price step growth per round until a priced answer fits for the first time, and per
+targeted rise."""
+SHRINK = 0.85
 """Price step shrink each time the answers switch between fitting and not."""
+FIT_TRIES = 4
+"""Rounds of price rises where an answer overflows, before a repair by unit moves."""
 
 
 def _forest(work: Work) -> dict[int, list[tuple[int, int]]]:
@@ -91,20 +97,6 @@ def tree_start(work: Work, unary: dict[int, np.ndarray],
     return pos
 
 
-def improve_priced(state: State, extra: dict[int, np.ndarray], until: float) -> None:
-    """Single-node moves on the priced costs (memory left to the prices)."""
-    for _ in range(SWEEPS):
-        moved = 0
-        for i in state.nodes:
-            total = state.local[i] + extra[i] if i in extra else state.local[i]
-            best = int(np.argmin(total))
-            if total[best] < total[state.pos[i]]:
-                state.move(i, best)
-                moved += 1
-        if not moved or clock.now() >= until:
-            return
-
-
 def _initial_price(work: Work, relevant: list[int]) -> float:
     """A price per unit of usage per step at which a typical node's cheapest and smallest
     strategies cost about the same."""
@@ -125,25 +117,32 @@ def _extra(work: Work, relevant: list[int], lam: np.ndarray) -> dict[int, np.nda
     return {i: work.var(i) * (cum[work.last[i]] - cum[work.first[i]]) for i in relevant}
 
 
-def priced_search(work: Work, until: float, best: State) -> tuple[State, np.ndarray]:
+def priced_search(work: Work, graph: UnitGraph, until: float, best: State
+                  ) -> tuple[State, np.ndarray]:
     """The cheapest fitting answer over rounds of prices (``best`` if none is cheaper), and
-    the prices of the last round (for a bound)."""
+    the prices of the last round (for a bound). Each round solves the priced problem over
+    units by message passing (``messages.py``), so whole groups change together."""
     relevant = [int(i) for i in work.live_nodes if work.memory_relevant(int(i))]
     binding = work.cap < NO_LIMIT
     lam = np.zeros(len(work.cap))
-    if not relevant or not binding.any():
+    if not relevant or not binding.any() or not graph.count:
         return best, lam
     scale = np.where(binding, np.abs(work.cap).clip(1), 1).astype(np.float64)
     step = _initial_price(work, relevant)
-    tree = _forest(work)
+    passes = MessagePassing(graph)
+    best_units: UnitState | None = None
     best_cost = best.cost()
     fitted_once = False
     previous_fit: bool | None = None
-    def priced(prices: np.ndarray) -> tuple[State, np.ndarray]:
-        extra = _extra(work, relevant, prices)
-        unary = {int(i): work.cost[int(i)] + extra.get(int(i), 0.0) for i in work.live_nodes}
-        state = State(work, tree_start(work, unary, tree))
-        improve_priced(state, extra, until)
+
+    def priced(prices: np.ndarray) -> tuple[UnitState | None, np.ndarray]:
+        unary = graph.priced(prices)
+        pos = passes.solve(unary, PASSES, until)
+        if pos is None:
+            return None, prices
+        state = UnitState(graph, pos)
+        state.descend(until, clock.now, [p - u for p, u in zip(unary, graph.unary, strict=True)],
+                      capped=False)
         return state, np.where(binding, -state.slack, 0).astype(np.float64)
 
     took = 0.0  # the last priced solve's seconds: one starts only if it can end in time
@@ -153,8 +152,9 @@ def priced_search(work: Work, until: float, best: State) -> tuple[State, np.ndar
         began = clock.now()
         state, over = priced(lam)
         took = clock.now() - began
+        if state is None:
+            break
         fits = state.feasible()
-        fitted_once |= fits
         # the subgradient step on the dual, from this round's answer
         next_lam = np.maximum(0.0, lam + step * np.clip(over / scale, -1, 1))
         raised, rise = lam, step
@@ -162,22 +162,31 @@ def priced_search(work: Work, until: float, best: State) -> tuple[State, np.ndar
             if state.feasible() or clock.now() + took >= until:
                 break
             # raise the prices only where the answer overflows, until it fits
-            raised = raised + rise * np.clip(np.maximum(over, 0) / scale, 0, 1)
+            raised = raised + rise * (over > 0)
             rise *= GROW
-            state, over = priced(raised)
-        lam = next_lam
+            tried, tried_over = priced(raised)
+            if tried is None:
+                break
+            state, over = tried, tried_over
+        # until an answer first fits, the prices keep their rises (the first price is a
+        # guess that can be orders of magnitude low: 1/100 on S)
+        lam = next_lam if fitted_once else np.maximum(next_lam, raised)
+        fitted_once |= state.feasible()
         if not fitted_once:
             step *= GROW
         elif previous_fit is not None and fits != previous_fit:
             step *= SHRINK
         previous_fit = fits
-        if not state.repair(until, clock.now):
-            break
-        state.descend(state.nodes, until, clock.now)
-        cost = state.cost()
-
-        if cost < best_cost:
-            best, best_cost = state, cost
+        if not state.feasible() and not state.repair(min(until, clock.now() + took), clock.now):
+            continue
+        state.descend(until, clock.now)
+        cost = state.cost() + work.offset
+        if cost < best_cost and state.feasible():
+            best_units, best_cost = state, cost
+    if best_units is not None:
+        found = State(work, graph.nodes(best_units.pos))
+        if found.feasible() and found.cost() < best.cost():
+            best = found
     return best, lam
 
 

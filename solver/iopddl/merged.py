@@ -84,21 +84,25 @@ def _soft(values: np.ndarray) -> np.ndarray:
 class MergedModel:
     """The model over ``free`` units (default: all), every other unit fixed at ``state``:
     edges to fixed nodes become costs on the free units, and each step's memory room is
-    what the fixed nodes leave."""
+    what the fixed nodes leave. ``domains`` (per free unit, its positions the model may
+    take; default all) keeps a model over many units small."""
 
-    def __init__(self, state: State, units: Units, free: list[int] | None = None):
+    def __init__(self, state: State, units: Units, free: list[int] | None = None,
+                 domains: dict[int, np.ndarray] | None = None):
         self.state = state
         self.units = units
         work = state.work
         self.free = list(range(len(units.roots))) if free is None else sorted(free)
         local = {u: k for k, u in enumerate(self.free)}
         self.local = local
+        domains = domains or {}
+        self.domains = [domains.get(u, np.arange(len(units.allowed[u]))) for u in self.free]
         members = [v for v, u in units.unit.items() if u in local]
-        self.unary = [np.zeros(len(units.allowed[u])) for u in self.free]
+        self.unary = [np.zeros(len(d)) for d in self.domains]
         pairs: dict[tuple[int, int], np.ndarray] = {}
         for v in members:
             k = local[units.unit[v]]
-            image = units.image[v]
+            image = self.image(v)
             self.unary[k] += _soft(work.cost[v][image])
             for j, e in work.adjacent[v].items():
                 edge = work.edges[e]
@@ -106,7 +110,7 @@ class MergedModel:
                 if kj is None:
                     self.unary[k] += _soft(edge.toward(v)[image, state.pos[j]])
                 elif edge.u == v:
-                    m = _soft(edge.cost[np.ix_(image, units.image[j])])
+                    m = _soft(edge.cost[np.ix_(image, self.image(j))])
                     if kj == k:
                         self.unary[k] += np.diagonal(m)
                     elif k < kj:
@@ -121,6 +125,10 @@ class MergedModel:
         self.last = work.last[self.nodes]
         # per step, what the fixed nodes leave the free ones (huge where no limit binds)
         self.room = state.slack + self.load(state.pos)
+
+    def image(self, v: int) -> np.ndarray:
+        """Member v's position for each model position of its unit."""
+        return self.units.image[v][self.domains[self.local[self.units.unit[v]]]]
 
     def build(self) -> None:
         model = cp_model.CpModel()
@@ -141,7 +149,7 @@ class MergedModel:
         for u in range(self.count):
             lits = [model.new_bool_var("") for _ in unary[u]]
             for k, lit in enumerate(lits):
-                if not self.units.allowed[self.free[u]][k]:
+                if not self.units.allowed[self.free[u]][self.domains[u][k]]:
                     model.add(lit == 0)
                 elif unary[u][k]:
                     objective.append((int(round(unary[u][k])), lit))
@@ -183,7 +191,7 @@ class MergedModel:
             var = work.var(v)
             if var.any():
                 u = self.local[self.units.unit[v]]
-                coefficient[u] = coefficient.get(u, 0) + var[self.units.image[v]]
+                coefficient[u] = coefficient.get(u, 0) + var[self.image(v)]
         terms = [(int(c), self.x[u][k]) for u, vec in coefficient.items()
                  for k, c in enumerate(vec) if c]
         if terms:
@@ -202,7 +210,7 @@ class MergedModel:
     def positions(self, value: Callable[[cp_model.IntVar], bool]) -> dict[int, int]:
         """The free nodes' positions in an answer (``value`` of a solver or callback)."""
         chosen = [next(k for k, lit in enumerate(lits) if value(lit)) for lits in self.x]
-        return {int(v): int(self.units.image[int(v)][chosen[self.local[self.units.unit[int(v)]]]])
+        return {int(v): int(self.image(int(v))[chosen[self.local[self.units.unit[int(v)]]]])
                 for v in self.nodes}
 
     def load(self, pos: dict[int, int]) -> np.ndarray:
@@ -229,7 +237,7 @@ class MergedModel:
         chosen = []
         for k, u in enumerate(self.free):
             root = self.units.roots[u]
-            same = np.flatnonzero(self.units.image[root] == pos[root])
+            same = np.flatnonzero(self.image(root) == pos[root])
             at = int(same[0]) if same.size else 0
             chosen.append(at)
             for position, lit in enumerate(self.x[k]):
@@ -295,11 +303,13 @@ def _adopt(state: State, positions: dict[int, int]) -> None:
 
 
 def solve_whole(state: State, units: Units, until: float, seed: int, workers: int,
-                free: list[int] | None = None) -> Solve:
-    """Improve ``state`` with the merged model over ``free`` units (default: all) until
-    ``until``; ``state`` keeps the best fitting answer found."""
+                free: list[int] | None = None, domains: dict[int, np.ndarray] | None = None
+                ) -> Solve:
+    """Improve ``state`` with the merged model over ``free`` units (default: all; their
+    positions restricted to ``domains``) until ``until``; ``state`` keeps the best fitting
+    answer found."""
     began = clock.now()
-    merged = MergedModel(state, units, free)
+    merged = MergedModel(state, units, free, domains)
     if merged.size > MAX_ENTRIES:
         return Solve(False, None, clock.now() - began)
     merged.build()

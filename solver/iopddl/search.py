@@ -6,10 +6,11 @@
   caps: what most contest teams shipped.
 - ``cpsat``: the exact reductions, a valid incumbent at once (each node's smallest usage,
   which fits whenever anything does), the greedy's answer, the priced search of
-  ``lagrange.py``, then CP-SAT over units (groups of nodes that decide each other, and the
-  other nodes; ``merged.py``): on the whole problem when its model is small enough (its
-  bound is the answer's), else on regions of units around the incumbent until the
-  deadline (the bound then is the Lagrangian one of ``lagrange.py``).
+  ``lagrange.py`` over units (groups of nodes that decide each other, and the other
+  nodes; ``coarse.py``), then CP-SAT over units (``merged.py``): on the whole problem when
+  its model is small enough (its bound is the answer's), else compound unit moves and then
+  neighbourhoods of units around the incumbent until the deadline (the bound then is the
+  Lagrangian one of ``lagrange.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from solver import deadline as clock
 from solver import progress
+from solver.iopddl.coarse import UnitGraph, UnitState
 from solver.iopddl.groups import find_groups
 from solver.iopddl.lagrange import priced_bound, priced_search, tree_start
 from solver.iopddl.merged import (
@@ -41,8 +43,11 @@ REDUCE_SHARE = 0.5
 """Most of the time the reductions may take (they take 3 s on 35,000 nodes)."""
 BOUND_SHARE = 0.1
 PRICED_SHARE = 0.2
-PRICED_SHARE_LNS = 0.5
+PRICED_SHARE_LNS = 0.4
 """Share of the time for the priced search: less when the whole problem fits one model."""
+KICK_SHARE = 0.6
+"""Share of the time left after the priced search and the bound for compound unit moves
+(the rest goes to neighbourhoods re-solved by CP-SAT)."""
 TREE_S_PER_NODE = 1e-4
 """Seconds the forest dynamic programming takes per node (1-2.4 s on A's 23,000 nodes
 left after the reductions, on the 2-core machine)."""
@@ -50,6 +55,10 @@ BUILD_S_PER_ENTRY = 5e-5
 """Seconds building the whole merged model takes per entry, with margin (34 µs measured on
 A's 48,000 entries): it is not interruptible, so it starts only when it can end."""
 START_SIZE = 60
+TIGHT_UNITS = 400
+CHEAPEST = 3
+"""A memory neighbourhood: at most this many units, each with its current position, its
+3 cheapest in context and its 3 cheapest among those using less at the step chosen."""
 MIN_SIZE, MAX_SIZE = 8, 3_000
 STEP_SECONDS = 3.0
 
@@ -162,7 +171,8 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     size = whole_size(work, units)
     whole = size <= MAX_ENTRIES
     share = PRICED_SHARE if whole else PRICED_SHARE_LNS
-    best, lam = priced_search(work, clock.now() + share * (until - clock.now()), best)
+    graph = UnitGraph(best, units)
+    best, lam = priced_search(work, graph, clock.now() + share * (until - clock.now()), best)
     progress.report(best.cost(), outcome.bound)
     if not best.nodes:
         outcome.bound = best.cost()
@@ -174,8 +184,20 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     elif clock.now() < until:
         bound_until = clock.now() + BOUND_SHARE * (until - started)
         outcome.bound = max(outcome.bound, priced_bound(work, lam, bound_until))
-        _lns(best, units, outcome, until, seed, workers)
+        best = _kicks(best, graph, clock.now() + KICK_SHARE * (until - clock.now()))
+        progress.report(best.cost(), outcome.bound)
+        _lns(best, graph, outcome, until, seed, workers)
     return _finish(outcome, work, best)
+
+
+def _kicks(best: State, graph: UnitGraph, until: float) -> State:
+    """``best`` improved by compound unit moves (``UnitState.kicks``) until ``until``."""
+    state = UnitState(graph, graph.of(best))
+    if not state.feasible():
+        return best
+    state.kicks(until, clock.now)
+    found = State(best.work, graph.nodes(state.pos))
+    return found if found.feasible() and found.cost() < best.cost() else best
 
 
 def _finish(outcome: Outcome, work: Work, best: State) -> Outcome:
@@ -185,11 +207,13 @@ def _finish(outcome: Outcome, work: Work, best: State) -> Outcome:
     return outcome
 
 
-def _lns(state: State, units: Units, outcome: Outcome, until: float, seed: int,
+def _lns(state: State, graph: UnitGraph, outcome: Outcome, until: float, seed: int,
          workers: int) -> None:
-    """Neighbourhood moves over the units until the deadline: graph regions of units,
-    re-solved by the merged model with every other unit fixed; a region grows while its
-    moves are proven optimal and shrinks while they are not."""
+    """Neighbourhood moves over the units until the deadline, re-solved by the merged model
+    with every other unit fixed: every other round a graph region of units (it grows
+    while its moves are proven optimal and shrinks while they are not), else the units
+    whose usage can change at one of the fullest steps, each kept to a few positions."""
+    units = graph.units
     rng = np.random.default_rng(seed)
     adjacent = unit_adjacency(state.work, units)
     size = START_SIZE
@@ -197,39 +221,59 @@ def _lns(state: State, units: Units, outcome: Outcome, until: float, seed: int,
     # a round starts only when the last one's model could be built again before the end
     while clock.now() < until - 0.05 - 1.5 * build_s:
         outcome.rounds += 1
-        broken = _broken_units(state, units) if outcome.rounds % 3 == 1 else []
-        if outcome.rounds % 3 == 0:
-            region = _tight_units(state, units, size, rng)
+        domains = None
+        if outcome.rounds % 2 == 0:
+            region, domains = _tight_units(state, graph, rng)
         else:
+            broken = _broken_units(state, units) if outcome.rounds % 4 == 1 else []
             start = int(rng.choice(broken)) if broken else int(rng.integers(len(units.roots)))
             region = unit_region(adjacent, start, size, rng)
         before = state.cost()
         step_until = min(until, clock.now() + STEP_SECONDS)
         move = solve_whole(state, units, step_until, int(rng.integers(2**31)), workers,
-                           free=region)
+                           free=region, domains=domains)
         build_s = move.build_s
-        proven = move.proven
         if state.cost() < before:
             outcome.improvements += 1
             progress.report(state.cost(), outcome.bound)
-        size = min(MAX_SIZE, int(size * 1.2) + 1) if proven else max(MIN_SIZE, int(size * 0.8))
+        if domains is None:
+            size = (min(MAX_SIZE, int(size * 1.2) + 1) if move.proven
+                    else max(MIN_SIZE, int(size * 0.8)))
 
 
-def _tight_units(state: State, units: Units, size: int, rng: np.random.Generator) -> list[int]:
-    """Up to ``size`` units whose usage can change at one of the fullest steps: the
-    neighbourhoods where memory, not the edges, holds the answer back."""
+def _tight_units(state: State, graph: UnitGraph, rng: np.random.Generator
+                 ) -> tuple[list[int], dict[int, np.ndarray]]:
+    """Up to ``TIGHT_UNITS`` units whose usage can change at one of the fullest steps,
+    each kept to its current position, its ``CHEAPEST`` cheapest in context and the
+    ``CHEAPEST`` cheapest of those using less there: the neighbourhoods where memory, not
+    the edges, holds the answer back, wide enough to trade memory between many units."""
     work = state.work
     binding = np.flatnonzero(work.cap < NO_LIMIT)
     if not binding.size:
-        return [int(rng.integers(len(units.roots)))]
+        return [int(rng.integers(graph.count))], {}
     fullest = binding[np.argsort(state.slack[binding], kind="stable")[:max(1, binding.size // 50)]]
     t = int(rng.choice(fullest))
-    nodes = np.array(state.nodes, dtype=np.int64)
-    live = nodes[(work.first[nodes] <= t) & (t < work.last[nodes])].tolist()
-    found = sorted({units.unit[v] for v in live if work.var(v).any()})
-    if len(found) > size:
-        found = sorted(rng.choice(found, size=size, replace=False).tolist())
-    return found or [int(rng.integers(len(units.roots)))]
+    units = UnitState(graph, graph.of(state))
+    found: dict[int, np.ndarray] = {}
+    for u in range(graph.count):
+        cuts = graph.cuts[u]
+        if len(cuts) < 2 or not cuts[0] <= t < cuts[-1]:
+            continue
+        use = graph.usage[u][int(np.searchsorted(cuts, t, side="right")) - 1]
+        if np.ptp(use) == 0:
+            continue
+        cost = np.where(graph.units.allowed[u], units.local[u], np.inf)
+        now = units.pos[u]
+        smaller = np.flatnonzero((use < use[now]) & np.isfinite(cost))
+        found[u] = np.unique(np.concatenate([
+            [now], np.argsort(cost, kind="stable")[:CHEAPEST],
+            smaller[np.argsort(cost[smaller], kind="stable")[:CHEAPEST]]]))
+    if len(found) > TIGHT_UNITS:
+        keep = rng.choice(sorted(found), size=TIGHT_UNITS, replace=False).tolist()
+        found = {u: found[u] for u in keep}
+    if not found:
+        return [int(rng.integers(graph.count))], {}
+    return sorted(found), found
 
 
 def _broken_units(state: State, units: Units) -> list[int]:

@@ -4,11 +4,30 @@ at every step."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from solver.iopddl.work import Work
+
+
+def descend(order: Iterable[int], best: Callable[[int], int], pos: Mapping[int, int] | list[int],
+            move: Callable[[int, int], None], until: float, now: Callable[[], float]) -> int:
+    """Sweeps of improving moves over ``order`` (``best(i)``: i's better position, or its
+    own) until a sweep moves nothing or the clock passes ``until``; the moves made."""
+    moves = 0
+    improved = True
+    while improved:
+        improved = False
+        for i in order:
+            target = best(i)
+            if target != pos[i]:
+                move(i, target)
+                moves += 1
+                improved = True
+        if now() >= until:
+            break
+    return moves
 
 
 class State:
@@ -72,19 +91,7 @@ class State:
     def descend(self, order: list[int], until: float, now: Callable[[], float]) -> int:
         """Single-node improving moves until none improves (or the clock passes
         ``until``); the number of moves made."""
-        moves = 0
-        improved = True
-        while improved:
-            improved = False
-            for i in order:
-                best = self.best_move(i)
-                if best != self.pos[i]:
-                    self.move(i, best)
-                    moves += 1
-                    improved = True
-            if now() >= until:
-                break
-        return moves
+        return descend(order, self.best_move, self.pos, self.move, until, now)
 
     def repair(self, until: float, now: Callable[[], float]) -> bool:
         """Restore every step's fit (from any assignment): at the worst step, the live
