@@ -253,7 +253,7 @@ def _tight_units(state: State, graph: UnitGraph, rng: np.random.Generator
         return [int(rng.integers(graph.count))], {}
     fullest = binding[np.argsort(state.slack[binding], kind="stable")[:max(1, binding.size // 50)]]
     t = int(rng.choice(fullest))
-    units = UnitState(graph, graph.of(state))
+    current = UnitState(graph, graph.of(state))
     found: dict[int, np.ndarray] = {}
     for u in range(graph.count):
         cuts = graph.cuts[u]
@@ -262,8 +262,8 @@ def _tight_units(state: State, graph: UnitGraph, rng: np.random.Generator
         use = graph.usage[u][int(np.searchsorted(cuts, t, side="right")) - 1]
         if np.ptp(use) == 0:
             continue
-        cost = np.where(graph.units.allowed[u], units.local[u], np.inf)
-        now = units.pos[u]
+        cost = np.where(graph.units.allowed[u], current.local[u], np.inf)
+        now = current.pos[u]
         smaller = np.flatnonzero((use < use[now]) & np.isfinite(cost))
         found[u] = np.unique(np.concatenate([
             [now], np.argsort(cost, kind="stable")[:CHEAPEST],
