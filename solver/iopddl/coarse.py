@@ -61,6 +61,11 @@ class UnitGraph:
                 usage[a:b] += work.var(v)[units.image[v]]
             self.cuts.append(cuts)
             self.usage.append(usage)
+        self.binding = work.cap < NO_LIMIT
+        """The compressed steps that can overflow (the others are never checked)."""
+        self.span_start = np.array([c[0] if len(c) > 1 else -1 for c in self.cuts])
+        self.span_end = np.array([c[-1] if len(c) > 1 else -1 for c in self.cuts])
+        """Each unit's variable usage lies on steps ``span_start <= t < span_end``."""
 
     def priced(self, lam: np.ndarray) -> list[np.ndarray]:
         """Each unit's costs with its usage priced at ``lam`` per step."""
@@ -121,7 +126,7 @@ class UnitState:
                 + sum(float(m[self.pos[a], self.pos[b]]) for (a, b), m in g.pairs.items()))
 
     def feasible(self) -> bool:
-        return bool(self.slack.size == 0 or self.slack[self.graph.work.cap < NO_LIMIT].min() >= 0)
+        return bool(self.slack.size == 0 or self.slack[self.graph.binding].min() >= 0)
 
     def move(self, u: int, new: int) -> None:
         old = self.pos[u]
@@ -177,15 +182,12 @@ class UnitState:
         there at the least cost per unit freed, without making any step worse. False when
         the clock passes ``until`` first or no move frees usage there."""
         g = self.graph
-        binding = g.work.cap < NO_LIMIT
-        starts = np.array([c[0] if len(c) > 1 else -1 for c in g.cuts])
-        ends = np.array([c[-1] if len(c) > 1 else -1 for c in g.cuts])
         while not self.feasible():
             if now() >= until:
                 return False
-            t = int(np.argmin(np.where(binding, self.slack, NO_LIMIT)))
+            t = int(np.argmin(np.where(g.binding, self.slack, NO_LIMIT)))
             best: tuple[float, int, int] | None = None
-            for u in np.flatnonzero((starts <= t) & (t < ends)).tolist():
+            for u in np.flatnonzero((g.span_start <= t) & (t < g.span_end)).tolist():
                 cuts = g.cuts[u]
                 seg = int(np.searchsorted(cuts, t, side="right")) - 1
                 freed = g.usage[u][seg, self.pos[u]] - g.usage[u][seg]

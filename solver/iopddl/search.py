@@ -255,11 +255,8 @@ def _tight_units(state: State, graph: UnitGraph, rng: np.random.Generator
     t = int(rng.choice(fullest))
     current = UnitState(graph, graph.of(state))
     found: dict[int, np.ndarray] = {}
-    for u in range(graph.count):
-        cuts = graph.cuts[u]
-        if len(cuts) < 2 or not cuts[0] <= t < cuts[-1]:
-            continue
-        use = graph.usage[u][int(np.searchsorted(cuts, t, side="right")) - 1]
+    for u in np.flatnonzero((graph.span_start <= t) & (t < graph.span_end)).tolist():
+        use = graph.usage[u][int(np.searchsorted(graph.cuts[u], t, side="right")) - 1]
         if np.ptp(use) == 0:
             continue
         cost = np.where(graph.units.allowed[u], current.local[u], np.inf)
