@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.jobs.pool import SolveFailed, SolvePool
 from app.jobs.store import JobStore
+from app.jobs.work import run_solve
 from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
@@ -89,6 +90,20 @@ def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
             "total_latency_us"]
         other_seed = client.post("/v1/layout/solve?solver=greedy&seed=7", json=LAYOUT)
         assert other_seed.headers["x-layoutsat-cache"] == "miss"
+
+
+def test_an_answer_after_a_long_wait_is_cached_only_if_it_did_not_need_the_time_lost():
+    """A greedy solve that stops by itself after a long wait is cached; a search that
+    lost most of its limit is not."""
+    options = {"solver": "greedy"}
+    waited_long = Deadline.after(6.0, start=time.monotonic() - 2.5)
+    assert run_solve("layout", LAYOUT, options, waited_long).cacheable
+    # 4.5 s lost, 1.5 s left: whatever the search does, it cannot end with 4.5 s to spare
+    cut_short = run_solve("layout", LAYOUT, {"solver": "cpsat"},
+                          Deadline.after(6.0, start=time.monotonic() - 4.5))
+    assert cut_short.status in ("optimal", "feasible") and not cut_short.cacheable
+    prompt = run_solve("layout", LAYOUT, options, Deadline.after(6.0))
+    assert prompt.cacheable
 
 
 def test_cancel_kills_a_running_solve_and_the_pool_goes_on(tmp_path):

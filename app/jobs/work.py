@@ -28,7 +28,9 @@ from solver.families import family
 GOOD_STATUSES = ("optimal", "feasible")
 CACHE_WAIT_S = 2.0
 """A solve that waited longer than this (or a tenth of its time limit, if more) for a
-worker is answered but not cached: a later request may get a better answer."""
+worker, and then used the time it had left, is answered but not cached: a later request
+may get a better answer. One that stopped by itself with more time left than it lost
+(a baseline, a proven optimum) did not need that time and is cached."""
 
 log = logging.getLogger("layoutsat.worker")
 
@@ -72,10 +74,10 @@ def run_solve(kind: str, payload: Any, options: dict[str, Any], deadline: Deadli
         if admit_at is not None:
             admit(fam, problem, opts, *admit_at)
         waited = deadline.limit_s - deadline.remaining()
-        full = waited <= max(CACHE_WAIT_S, 0.1 * deadline.limit_s)
         sink = JobProgress(JobStore(Path(job[0])), job[1]) if job else None
         solved = fam.solve(problem, opts, deadline, sink)
-        return Finished(solved.status, solved.body(), full)
+        unhurried = waited <= max(CACHE_WAIT_S, 0.1 * deadline.limit_s)
+        return Finished(solved.status, solved.body(), unhurried or deadline.remaining() > waited)
     except InputValidationError as exc:
         return Refused(422, exc.as_dict())
     except MemoryError:
