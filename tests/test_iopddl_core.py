@@ -280,6 +280,19 @@ def test_generated_problems_at_scale(nodes: int, seed: int, tightness: float) ->
     assert costs["cpsat"] <= costs["greedy"]
 
 
+@pytest.mark.parametrize("limit_s", [0.0, 0.3, 1.0])
+def test_cpsat_answers_under_a_deadline_too_short_for_its_phases(limit_s: float) -> None:
+    """Whatever phase the deadline cuts (the reductions, the units, the greedy), cpsat
+    answers on time with a valid solution and a bound no higher than its cost."""
+    problem = parse_problem(generate(4000, 3, tightness=0.7))
+    until = time.monotonic() + limit_s
+    outcome = search.cpsat(problem, until, 0, 2)
+    assert time.monotonic() <= until + 1.0
+    report = evaluate(problem, outcome.solution)
+    assert report.valid, report.errors
+    assert outcome.bound is not None and outcome.bound <= report.cost
+
+
 def test_dominance_sums_over_edges() -> None:
     """Node 0 costs [10, 0]; its edges to nodes 1 and 2 (one strategy each) cost [0, 6]:
     strategy 0 totals 10 + 0 + 0 = 10, strategy 1 totals 0 + 6 + 6 = 12. Strategy 1 does

@@ -15,12 +15,12 @@ from solver import deadline as clock
 from solver.iopddl.coarse import UnitGraph, UnitState
 from solver.iopddl.evaluate import evaluate
 from solver.iopddl.groups import find_groups
-from solver.iopddl.lagrange import priced_search
+from solver.iopddl.lagrange import priced_bound, priced_search
 from solver.iopddl.merged import units_of
 from solver.iopddl.messages import MessagePassing
 from solver.iopddl.problem import parse_problem
 from solver.iopddl.reduce import reduce, unfold
-from solver.iopddl.search import _smallest_usage, _working
+from solver.iopddl.search import _by_units, _smallest_usage, _working, cpsat
 from solver.iopddl.state import State
 from solver.iopddl.work import FORBIDDEN
 
@@ -105,6 +105,26 @@ def _tree(seed: int) -> UnitGraph:
     return UnitGraph(_smallest_usage(work), units_of(work, find_groups(work)))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_unit_moves_from_the_smallest_usage_fit_and_lower_the_cost(seed: int) -> None:
+    """The start ``cpsat`` takes before the greedy: each node's smallest usage, groups at
+    their roots' positions, unit moves under the caps. It fits, passes the evaluator and
+    is cheaper than the smallest usage it came from."""
+    graph, start = _graph(600, seed, 0.7)
+    found = _by_units(start, graph, clock.now() + 30, kicks=False)
+    assert found.feasible() and found.cost() < start.cost()
+    work = graph.work
+    solution = unfold(work, {i: int(work.strategies[i][p]) for i, p in found.pos.items()})
+    report = evaluate(work.problem, solution)
+    assert report.valid and report.cost == pytest.approx(found.cost(), rel=1e-12)
+
+
+def test_a_problem_without_a_binding_step_fits_as_units() -> None:
+    graph = _tree(0)
+    assert not graph.binding.any()
+    assert UnitState(graph, [int(np.argmax(c)) for c in graph.unary]).feasible()
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_message_passing_is_exact_on_a_tree(seed: int) -> None:
     graph = _tree(seed)
@@ -128,3 +148,17 @@ def test_priced_search_fits_and_never_worsens(seed: int) -> None:
     assert time.monotonic() - began < 4.0
     assert best.feasible() and best.cost() <= start.cost()
     assert (lam >= 0).all() and len(lam) == len(graph.work.cap)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_priced_bound_never_exceeds_the_optimum(seed: int) -> None:
+    """The prices the priced search returns (those whose answer scored the highest
+    Lagrangian value) give a bound no higher than the optimum CP-SAT proves."""
+    problem = parse_problem(generate(80, seed, tightness=0.85))
+    exact = cpsat(problem, time.monotonic() + 20, 0, 2)
+    assert exact.status == "optimal"
+    optimum = evaluate(problem, exact.solution).cost
+    graph, start = _graph(80, seed, 0.85)
+    _, lam = priced_search(graph.work, graph, clock.now() + 1.0, start)
+    assert lam.any()  # the limit binds: the bound is not the pairwise one alone
+    assert priced_bound(graph.work, lam, clock.now() + 1.0) <= optimum + 1e-6 * abs(optimum)

@@ -126,7 +126,7 @@ class UnitState:
                 + sum(float(m[self.pos[a], self.pos[b]]) for (a, b), m in g.pairs.items()))
 
     def feasible(self) -> bool:
-        return bool(self.slack.size == 0 or self.slack[self.graph.binding].min() >= 0)
+        return not bool((self.slack[self.graph.binding] < 0).any())
 
     def move(self, u: int, new: int) -> None:
         old = self.pos[u]
@@ -191,6 +191,8 @@ class UnitState:
                 cuts = g.cuts[u]
                 seg = int(np.searchsorted(cuts, t, side="right")) - 1
                 freed = g.usage[u][seg, self.pos[u]] - g.usage[u][seg]
+                if not (freed > 0).any():
+                    continue
                 ok = (freed > 0) & self.fitting(u)
                 if not ok.any():
                     continue

@@ -22,6 +22,8 @@ from solver.iopddl.state import State
 from solver.iopddl.work import FORBIDDEN, NO_LIMIT, Work
 
 ROUNDS = 200
+FIRST_REPAIR_SHARE = 0.25
+"""Share of the time left a repair may take while no answer of the search fits yet."""
 PASSES = 3
 """Message passes per priced solve (each yields an assignment; the cheapest is kept)."""
 GROW = 4.0
@@ -120,8 +122,10 @@ def _extra(work: Work, relevant: list[int], lam: np.ndarray) -> dict[int, np.nda
 def priced_search(work: Work, graph: UnitGraph, until: float, best: State
                   ) -> tuple[State, np.ndarray]:
     """The cheapest fitting answer over rounds of prices (``best`` if none is cheaper), and
-    the prices of the last round (for a bound). Each round solves the priced problem over
-    units by message passing (``messages.py``), so whole groups change together."""
+    the prices whose answer scored the highest Lagrangian value (for a bound: the last
+    round's prices gave S bounds from 3.3e8 to 1.3e9, run to run). Each round solves the
+    priced problem over units by message passing (``messages.py``), so whole groups change
+    together."""
     relevant = [int(i) for i in work.live_nodes if work.memory_relevant(int(i))]
     binding = work.cap < NO_LIMIT
     lam = np.zeros(len(work.cap))
@@ -135,14 +139,23 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
     fitted_once = False
     previous_fit: bool | None = None
 
+    caps = np.where(binding, work.cap, 0).astype(np.float64)
+    dual_value, dual_lam = -np.inf, lam
+
     def priced(prices: np.ndarray) -> tuple[UnitState | None, np.ndarray]:
+        nonlocal dual_value, dual_lam
         unary = graph.priced(prices)
         pos = passes.solve(unary, PASSES, until)
         if pos is None:
             return None, prices
+        extra = [p - u for p, u in zip(unary, graph.unary, strict=True)]
         state = UnitState(graph, pos)
-        state.descend(until, clock.now, [p - u for p, u in zip(unary, graph.unary, strict=True)],
-                      capped=False)
+        state.descend(until, clock.now, extra, capped=False)
+        # the Lagrangian value at these prices, estimated by the answer found
+        value = (state.total + sum(float(e[k]) for e, k in zip(extra, state.pos, strict=True))
+                 - float(np.dot(prices, caps)))
+        if value > dual_value:
+            dual_value, dual_lam = value, prices
         return state, np.where(binding, -state.slack, 0).astype(np.float64)
 
     took = 0.0  # the last priced solve's seconds: one starts only if it can end in time
@@ -177,7 +190,11 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
         elif previous_fit is not None and fits != previous_fit:
             step *= SHRINK
         previous_fit = fits
-        if not state.feasible() and not state.repair(min(until, clock.now() + took), clock.now):
+        # until one fits, a repair may take longer than a round: from a priced answer over
+        # the limit by 4.5e7 (S, its first round), the repair takes 4 s, a priced solve 1-2 s
+        budget = took if best_units is not None else max(
+            took, FIRST_REPAIR_SHARE * (until - clock.now()))
+        if not state.feasible() and not state.repair(min(until, clock.now() + budget), clock.now):
             continue
         state.descend(until, clock.now)
         cost = state.cost() + work.offset
@@ -187,7 +204,7 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
         found = State(work, graph.nodes(best_units.pos))
         if found.feasible() and found.cost() < best.cost():
             best = found
-    return best, lam
+    return best, dual_lam
 
 
 def priced_bound(work: Work, lam: np.ndarray, until: float) -> float:

@@ -5,12 +5,12 @@
   the neighbours' context (ignoring memory), repaired, then improved again under the
   caps: what most contest teams shipped.
 - ``cpsat``: the exact reductions, a valid incumbent at once (each node's smallest usage,
-  which fits whenever anything does), the greedy's answer, the priced search of
-  ``lagrange.py`` over units (groups of nodes that decide each other, and the other
-  nodes; ``coarse.py``), then CP-SAT over units (``merged.py``): on the whole problem when
-  its model is small enough (its bound is the answer's), else compound unit moves and then
-  neighbourhoods of units around the incumbent until the deadline (the bound then is the
-  Lagrangian one of ``lagrange.py``).
+  which fits whenever anything does), that answer improved by moves of units (groups of
+  nodes that decide each other, and the other nodes; ``coarse.py``), the greedy's
+  answer, the priced search of ``lagrange.py`` over units, then CP-SAT over units
+  (``merged.py``): on the whole problem when its model is small enough (its bound is the
+  answer's), else compound unit moves and then neighbourhoods of units around the
+  incumbent until the deadline (the bound then is the Lagrangian one of ``lagrange.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ KICK_SHARE = 0.6
 TREE_S_PER_NODE = 1e-4
 """Seconds the forest dynamic programming takes per node (1-2.4 s on A's 23,000 nodes
 left after the reductions, on the 2-core machine)."""
+UNITS_S_PER_NODE = 1.5e-4
+"""Seconds finding the groups and building the units' graph take per node (3.5 s on S's
+25,900 nodes left after the reductions, 3.5 s on A's 23,200)."""
 BUILD_S_PER_ENTRY = 5e-5
 """Seconds building the whole merged model takes per entry, with margin (34 µs measured on
 A's 48,000 entries): it is not interruptible, so it starts only when it can end."""
@@ -157,7 +160,13 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     outcome = Outcome(None, "feasible", work=work, first_incumbent_at=clock.now() - started,
                       bound=_trivial_bound(work))
     progress.report(best.cost(), outcome.bound)
-    # the forest dynamic programming is not interruptible: start it only if it can end
+    # building the units and the forest dynamic programming are not interruptible: each
+    # starts only if it can end
+    graph: UnitGraph | None = None
+    if clock.now() + UNITS_S_PER_NODE * len(work.live_nodes) < until:
+        graph = UnitGraph(best, units_of(work, find_groups(work)))
+        best = _by_units(best, graph, until, kicks=False)
+        progress.report(best.cost(), outcome.bound)
     tree_s = TREE_S_PER_NODE * len(work.live_nodes)
     if clock.now() + tree_s >= until:
         return _finish(outcome, work, best)
@@ -165,37 +174,43 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     if greedy_state is not None and greedy_state.cost() < best.cost():
         best = greedy_state
         progress.report(best.cost(), outcome.bound)
-    if clock.now() + tree_s >= until:
+    if graph is None or clock.now() + tree_s >= until:
         return _finish(outcome, work, best)
-    units = units_of(work, find_groups(work))
-    size = whole_size(work, units)
+    size = whole_size(work, graph.units)
     whole = size <= MAX_ENTRIES
     share = PRICED_SHARE if whole else PRICED_SHARE_LNS
-    graph = UnitGraph(best, units)
     best, lam = priced_search(work, graph, clock.now() + share * (until - clock.now()), best)
     progress.report(best.cost(), outcome.bound)
     if not best.nodes:
         outcome.bound = best.cost()
     elif whole and clock.now() + BUILD_S_PER_ENTRY * size < until:
-        result = solve_whole(best, units, until, seed, workers)
+        result = solve_whole(best, graph.units, until, seed, workers)
         if result.bound is not None:
             outcome.bound = max(outcome.bound, result.bound)
             outcome.rounds = 1
     elif clock.now() < until:
         bound_until = clock.now() + BOUND_SHARE * (until - started)
         outcome.bound = max(outcome.bound, priced_bound(work, lam, bound_until))
-        best = _kicks(best, graph, clock.now() + KICK_SHARE * (until - clock.now()))
+        best = _by_units(best, graph, clock.now() + KICK_SHARE * (until - clock.now()),
+                         kicks=True)
         progress.report(best.cost(), outcome.bound)
         _lns(best, graph, outcome, until, seed, workers)
     return _finish(outcome, work, best)
 
 
-def _kicks(best: State, graph: UnitGraph, until: float) -> State:
-    """``best`` improved by compound unit moves (``UnitState.kicks``) until ``until``."""
+def _by_units(best: State, graph: UnitGraph, until: float, kicks: bool) -> State:
+    """``best`` with every group at its root's position, improved by unit moves under the
+    caps (then compound moves, ``UnitState.kicks``, when ``kicks``) until ``until``; kept
+    if it fits and is cheaper than ``best``. From each node's smallest usage this is a
+    fitting start free of "infinite" pairs within a second where the greedy, whose
+    single-node moves cannot leave a group, pays hundreds of them (A: 6.58e9 in 0.06 s,
+    the greedy 1.21e20)."""
     state = UnitState(graph, graph.of(best))
     if not state.feasible():
         return best
-    state.kicks(until, clock.now)
+    state.descend(until, clock.now)
+    if kicks:
+        state.kicks(until, clock.now)
     found = State(best.work, graph.nodes(state.pos))
     return found if found.feasible() and found.cost() < best.cost() else best
 
