@@ -280,10 +280,11 @@ def test_generated_problems_at_scale(nodes: int, seed: int, tightness: float) ->
     assert costs["cpsat"] <= costs["greedy"]
 
 
-@pytest.mark.parametrize("limit_s", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("limit_s", [0.0, 1.0, 2.5])
 def test_cpsat_answers_under_a_deadline_too_short_for_its_phases(limit_s: float) -> None:
-    """Whatever phase the deadline cuts (the reductions, the units, the greedy), cpsat
-    answers on time with a valid solution and a bound no higher than its cost."""
+    """Deadlines that end cpsat in its first phases (which ones depends on the machine: the
+    reductions, the units' graph, the greedy): it answers on time with a valid solution and
+    a bound no higher than its cost."""
     problem = parse_problem(generate(4000, 3, tightness=0.7))
     until = time.monotonic() + limit_s
     outcome = search.cpsat(problem, until, 0, 2)

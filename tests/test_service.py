@@ -92,18 +92,18 @@ def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
         assert other_seed.headers["x-layoutsat-cache"] == "miss"
 
 
-def test_an_answer_after_a_long_wait_is_cached_only_if_it_did_not_need_the_time_lost():
-    """A greedy solve that stops by itself after a long wait is cached; a search that
-    lost most of its limit is not."""
-    options = {"solver": "greedy"}
-    waited_long = Deadline.after(6.0, start=time.monotonic() - 2.5)
-    assert run_solve("layout", LAYOUT, options, waited_long).cacheable
-    # 4.5 s lost, 1.5 s left: whatever the search does, it cannot end with 4.5 s to spare
-    cut_short = run_solve("layout", LAYOUT, {"solver": "cpsat"},
-                          Deadline.after(6.0, start=time.monotonic() - 4.5))
-    assert cut_short.status in ("optimal", "feasible") and not cut_short.cacheable
-    prompt = run_solve("layout", LAYOUT, options, Deadline.after(6.0))
-    assert prompt.cacheable
+def test_an_answer_after_a_long_wait_is_cached_only_if_more_time_would_not_change_it():
+    """After a long wait for a worker: a greedy answer (it stops by itself) and a proven
+    optimum are cached; a search its deadline stopped is not."""
+    def lost(limit_s: float, waited_s: float) -> Deadline:
+        return Deadline.after(limit_s, start=time.monotonic() - waited_s)
+
+    assert run_solve("layout", LAYOUT, {"solver": "greedy"}, lost(6.0, 2.5)).cacheable
+    proven = run_solve("layout", LAYOUT, {"solver": "cpsat"}, lost(20.0, 15.0))
+    assert proven.status == "optimal" and proven.cacheable
+    cut = run_solve("layout", SLOW_LAYOUT, {"solver": "cpsat"}, lost(6.0, 4.5))
+    assert cut.status == "feasible" and not cut.cacheable
+    assert run_solve("layout", LAYOUT, {"solver": "greedy"}, Deadline.after(6.0)).cacheable
 
 
 def test_cancel_kills_a_running_solve_and_the_pool_goes_on(tmp_path):

@@ -37,7 +37,7 @@ log = logging.getLogger("layoutsat.worker")
 
 class Finished(NamedTuple):
     """A solve's status and its answer already serialized, so the server process only
-    passes the bytes on; ``cacheable``: it ran with its whole time limit."""
+    passes the bytes on; ``cacheable``: more time would not have changed it (``CACHE_WAIT_S``)."""
 
     status: str
     body: str
@@ -77,7 +77,8 @@ def run_solve(kind: str, payload: Any, options: dict[str, Any], deadline: Deadli
         sink = JobProgress(JobStore(Path(job[0])), job[1]) if job else None
         solved = fam.solve(problem, opts, deadline, sink)
         unhurried = waited <= max(CACHE_WAIT_S, 0.1 * deadline.limit_s)
-        return Finished(solved.status, solved.body(), unhurried or deadline.remaining() > waited)
+        needed_no_more = solved.status == "optimal" or deadline.remaining() > waited
+        return Finished(solved.status, solved.body(), unhurried or needed_no_more)
     except InputValidationError as exc:
         return Refused(422, exc.as_dict())
     except MemoryError:

@@ -136,7 +136,8 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
     passes = MessagePassing(graph)
     best_units: UnitState | None = None
     best_cost = best.cost()
-    fitted_once = False
+    fitted_once = False  # a priced answer fitted (before any repair)
+    found_fit = False  # an answer fitted (after its repair)
     previous_fit: bool | None = None
 
     caps = np.where(binding, work.cap, 0).astype(np.float64)
@@ -192,10 +193,10 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
         previous_fit = fits
         # until one fits, a repair may take longer than a round: from a priced answer over
         # the limit by 4.5e7 (S, its first round), the repair takes 4 s, a priced solve 1-2 s
-        budget = took if best_units is not None else max(
-            took, FIRST_REPAIR_SHARE * (until - clock.now()))
+        budget = took if found_fit else max(took, FIRST_REPAIR_SHARE * (until - clock.now()))
         if not state.feasible() and not state.repair(min(until, clock.now() + budget), clock.now):
             continue
+        found_fit = True
         state.descend(until, clock.now)
         cost = state.cost() + work.offset
         if cost < best_cost and state.feasible():
