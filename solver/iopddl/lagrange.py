@@ -13,6 +13,8 @@ problem, less the prices times the caps).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from solver import deadline as clock
@@ -119,18 +121,25 @@ def _extra(work: Work, relevant: list[int], lam: np.ndarray) -> dict[int, np.nda
     return {i: work.var(i) * (cum[work.last[i]] - cum[work.first[i]]) for i in relevant}
 
 
-def priced_search(work: Work, graph: UnitGraph, until: float, best: State
-                  ) -> tuple[State, np.ndarray]:
-    """The cheapest fitting answer over rounds of prices (``best`` if none is cheaper), and
-    the prices whose answer scored the highest Lagrangian value (for a bound: the last
-    round's prices gave S bounds from 3.3e8 to 1.3e9, run to run). Each round solves the
-    priced problem over units by message passing (``messages.py``), so whole groups change
-    together."""
+class Priced(NamedTuple):
+    best: State
+    """The cheapest fitting answer found (the start if none is cheaper)."""
+    prices: np.ndarray
+    """The prices whose answer scored the highest Lagrangian value (for a bound: the last
+    round's prices gave S bounds from 3.3e8 to 1.3e9, run to run)."""
+    beliefs: list[np.ndarray] | None
+    """Each unit's priced costs plus the messages into it at the last prices (None when no
+    priced problem was solved)."""
+
+
+def priced_search(work: Work, graph: UnitGraph, until: float, best: State) -> Priced:
+    """Rounds of prices, each solving the priced problem over units by message passing
+    (``messages.py``), so whole groups change together."""
     relevant = [int(i) for i in work.live_nodes if work.memory_relevant(int(i))]
     binding = work.cap < NO_LIMIT
     lam = np.zeros(len(work.cap))
     if not relevant or not binding.any() or not graph.count:
-        return best, lam
+        return Priced(best, lam, None)
     scale = np.where(binding, np.abs(work.cap).clip(1), 1).astype(np.float64)
     step = _initial_price(work, relevant)
     passes = MessagePassing(graph)
@@ -142,13 +151,15 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
 
     caps = np.where(binding, work.cap, 0).astype(np.float64)
     dual_value, dual_lam = -np.inf, lam
+    solved: list[np.ndarray] | None = None  # the unary costs the messages last saw
 
     def priced(prices: np.ndarray) -> tuple[UnitState | None, np.ndarray]:
-        nonlocal dual_value, dual_lam
+        nonlocal dual_value, dual_lam, solved
         unary = graph.priced(prices)
         pos = passes.solve(unary, PASSES, until)
         if pos is None:
             return None, prices
+        solved = unary
         extra = [p - u for p, u in zip(unary, graph.unary, strict=True)]
         state = UnitState(graph, pos)
         state.descend(until, clock.now, extra, capped=False)
@@ -205,7 +216,7 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State
         found = State(work, graph.nodes(best_units.pos))
         if found.feasible() and found.cost() < best.cost():
             best = found
-    return best, dual_lam
+    return Priced(best, dual_lam, passes.beliefs(solved) if solved is not None else None)
 
 
 def priced_bound(work: Work, lam: np.ndarray, until: float) -> float:

@@ -29,6 +29,12 @@ class MessagePassing:
             after = len(graph.neighbours[u]) - before
             self.gamma.append(1.0 / max(before, after, 1))
 
+    def beliefs(self, unary: list[np.ndarray]) -> list[np.ndarray]:
+        """Each unit's costs plus the messages into it: low where the whole graph, not only
+        the unit's neighbours as they stand, favours a position."""
+        return [unary[u] + sum(inbox.values()) if (inbox := self.incoming[u]) else unary[u].copy()
+                for u in range(self.graph.count)]
+
     def solve(self, unary: list[np.ndarray], passes: int, until: float) -> list[int] | None:
         """The cheapest assignment (under ``unary`` and the pair costs) over ``passes``
         passes, or None when the clock ends the first pass."""
