@@ -32,10 +32,10 @@ PENALTY = 1e13
 """What an "infinite" strategy or pair costs in a model: soft, so that a model around an
 incumbent that still uses some is feasible and removes them."""
 MAX_ENTRIES = 400_000
+"""Largest model (pair entries plus unit strategies) given to CP-SAT whole."""
 BUILD_S_PER_ENTRY = 5e-5
 """Seconds building a merged model takes per entry, with margin (34 µs measured on A's
 48,000 entries): it is not interruptible, so it starts only when it can end."""
-"""Largest model (pair entries plus unit strategies) given to CP-SAT whole."""
 STEPS_PER_ROUND = 80
 MAX_UPFRONT_TERMS = 300_000
 """Memory constraints are all stated at once when their terms number at most this (a

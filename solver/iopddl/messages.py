@@ -32,8 +32,11 @@ class MessagePassing:
     def beliefs(self, unary: list[np.ndarray]) -> list[np.ndarray]:
         """Each unit's costs plus the messages into it: low where the whole graph, not only
         the unit's neighbours as they stand, favours a position."""
-        return [unary[u] + sum(inbox.values()) if (inbox := self.incoming[u]) else unary[u].copy()
-                for u in range(self.graph.count)]
+        return [self._belief(unary, u) for u in range(self.graph.count)]
+
+    def _belief(self, unary: list[np.ndarray], u: int) -> np.ndarray:
+        inbox = self.incoming[u]
+        return unary[u] + sum(inbox.values()) if inbox else unary[u].copy()
 
     def solve(self, unary: list[np.ndarray], passes: int, until: float) -> list[int] | None:
         """The cheapest assignment (under ``unary`` and the pair costs) over ``passes``
@@ -49,7 +52,7 @@ class MessagePassing:
                 if u % 256 == 0 and clock.now() >= until:
                     return best
                 inbox = self.incoming[u]
-                belief = unary[u] + sum(inbox.values()) if inbox else unary[u].copy()
+                belief = self._belief(unary, u)
                 chosen = unary[u].copy()
                 for w, m in g.neighbours[u]:
                     chosen += m[:, pos[w]] if pos[w] >= 0 else inbox[w]

@@ -7,7 +7,7 @@ is proven optimal over each of the twelve most connected units with all its neig
 free, yet 1% above the best published: what is left is a change across thousands of units
 at once, which no region holds. The beliefs (each unit's priced costs plus the messages
 into it, ``messages.py``) say which few positions the whole graph favours for each unit;
-kept to those, the model of all of M's 4,100 units has 120,000 entries instead of 1.5
+kept to those, the model of all of M's 4,100 units has 120,000 entries instead of 1.7
 million, and CP-SAT moves them together. From an answer of M at 50.43e9 (200 s of compound
 moves), with beliefs from 100 passes without prices: 49.94e9 in 60 s with two beliefs per
 unit (one: 50.01e9, proven for that width; three: 50.09e9). In the search it starts from
@@ -48,6 +48,7 @@ def narrowed_rounds(state: State, graph: UnitGraph, beliefs: list[np.ndarray] | 
               for u, b in enumerate(beliefs)]
     width = FIRST_WIDTH
     rounds = 0
+    built = 0.0  # the last round's build seconds (the estimate per entry is A's dense one)
     while width >= 1 and clock.now() < until:
         domains = _domains(graph, UnitState(graph, graph.of(state)), ranked, width)
         size = _size(graph, domains)
@@ -56,11 +57,12 @@ def narrowed_rounds(state: State, graph: UnitGraph, beliefs: list[np.ndarray] | 
                 break
             width -= 1
             continue
-        if clock.now() + BUILD_S_PER_ENTRY * size >= until:
+        if clock.now() + max(BUILD_S_PER_ENTRY * size, 1.5 * built) >= until:
             break
         result = solve_whole(state, graph.units, until, seed + rounds, workers,
                              free=list(range(graph.count)), domains=domains)
         rounds += 1
+        built = result.build_s
         if not result.proven or all(len(domains[u]) == int(allowed[u].sum())
                                     for u in range(graph.count)):
             break

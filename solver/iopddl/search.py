@@ -198,8 +198,8 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     elif clock.now() < until:
         bound_until = clock.now() + BOUND_SHARE * (until - started)
         outcome.bound = max(outcome.bound, priced_bound(work, lam, bound_until))
-        outcome.rounds += narrowed_rounds(best, graph, beliefs, clock.now() + NARROWED_SHARE * (
-            until - clock.now()), seed, workers)
+        narrowed_rounds(best, graph, beliefs, clock.now() + NARROWED_SHARE * (until - clock.now()),
+                        seed, workers)
         progress.report(best.cost(), outcome.bound)
         best = _by_units(best, graph, clock.now() + KICK_SHARE * (until - clock.now()),
                          kicks=True)
