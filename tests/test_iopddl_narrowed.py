@@ -14,7 +14,7 @@ from solver.iopddl import narrowed
 from solver.iopddl.coarse import UnitGraph, UnitState
 from solver.iopddl.evaluate import evaluate
 from solver.iopddl.groups import find_groups
-from solver.iopddl.lagrange import priced_search
+from solver.iopddl.lagrange import ELITE, priced_search
 from solver.iopddl.merged import units_of
 from solver.iopddl.messages import MessagePassing
 from solver.iopddl.narrowed import narrowed_rounds
@@ -69,13 +69,57 @@ def test_narrowed_rounds_widen_to_the_proven_optimum(seed: int) -> None:
 def test_narrowed_rounds_keep_the_fit_and_never_raise_the_cost(seed: int) -> None:
     """On larger problems, with the priced search's beliefs and a short clock."""
     graph, start = _start(1500, seed, 0.7)
-    found, _, beliefs = priced_search(graph.work, graph, clock.now() + 2.0, start)
+    found, _, beliefs, _ = priced_search(graph.work, graph, clock.now() + 2.0, start)
     assert beliefs is not None and [len(b) for b in beliefs] == [len(c) for c in graph.unary]
     before = _cost(found)
     began = time.monotonic()
     assert narrowed_rounds(found, graph, beliefs, clock.now() + 3.0, seed, 2) >= 1
     assert time.monotonic() - began < 4.5
     assert found.feasible() and _cost(found) <= before
+
+
+def test_the_elite_answers_are_distinct_fitting_and_cheapest_first() -> None:
+    graph, start = _start(1500, 0, 0.7)
+    found, _, _, elite = priced_search(graph.work, graph, clock.now() + 3.0, start)
+    assert 1 <= len(elite) <= ELITE
+    states = [State(graph.work, graph.nodes(list(pos))) for pos in elite]
+    assert all(s.feasible() for s in states)
+    costs = [s.cost() for s in states]
+    assert costs == sorted(costs) and costs[0] >= found.cost()
+    assert len({tuple(pos.tolist()) for pos in elite}) == len(elite)
+
+
+def test_the_domains_hold_every_elite_position() -> None:
+    graph, start = _start(300, 1, 0.7)
+    current = UnitState(graph, graph.of(start))
+    _, ranked = _beliefs(graph, 4)
+    rng = np.random.default_rng(0)
+    allowed = graph.units.allowed
+    elite = [np.array([int(rng.choice(np.flatnonzero(allowed[u]))) for u in range(graph.count)])
+             for _ in range(3)]
+    with_elite = narrowed._domains(graph, current, ranked, 1, elite)
+    without = narrowed._domains(graph, current, ranked, 1)
+    for u, kept in with_elite.items():
+        assert set(without[u]) | {int(e[u]) for e in elite} == set(kept.tolist())
+
+
+def test_elite_answers_are_dropped_before_the_beliefs_when_too_large(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model too large with the elite answers' positions is built without them (halved
+    until it fits) rather than not at all."""
+    graph, start = _start(300, 0, 0.7)
+    beliefs, ranked = _beliefs(graph, 20)
+    current = UnitState(graph, graph.of(start))
+    allowed = graph.units.allowed
+    every = [np.array([int(np.flatnonzero(allowed[u])[k % int(allowed[u].sum())])
+                       for u in range(graph.count)]) for k in range(4)]
+    plain = narrowed._size(graph, narrowed._domains(graph, current, ranked, narrowed.FIRST_WIDTH))
+    assert narrowed._size(graph, narrowed._domains(
+        graph, current, ranked, narrowed.FIRST_WIDTH, every)) > plain
+    monkeypatch.setattr(narrowed, "MAX_ENTRIES", plain)
+    before = _cost(start)
+    assert narrowed_rounds(start, graph, beliefs, clock.now() + 5, 0, 2, every) >= 1
+    assert start.feasible() and _cost(start) <= before
 
 
 def test_a_model_too_large_for_any_width_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:

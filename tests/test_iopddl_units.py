@@ -144,7 +144,7 @@ def test_message_passing_is_exact_on_a_tree(seed: int) -> None:
 def test_priced_search_fits_and_never_worsens(seed: int) -> None:
     graph, start = _graph(1500, seed, 0.6)
     began = time.monotonic()
-    best, lam, _ = priced_search(graph.work, graph, clock.now() + 3.0, start)
+    best, lam, _, _ = priced_search(graph.work, graph, clock.now() + 3.0, start)
     assert time.monotonic() - began < 4.0
     assert best.feasible() and best.cost() <= start.cost()
     assert (lam >= 0).all() and len(lam) == len(graph.work.cap)
@@ -159,6 +159,6 @@ def test_the_priced_bound_never_exceeds_the_optimum(seed: int) -> None:
     assert exact.status == "optimal"
     optimum = evaluate(problem, exact.solution).cost
     graph, start = _graph(80, seed, 0.85)
-    _, lam, _ = priced_search(graph.work, graph, clock.now() + 1.0, start)
+    _, lam, _, _ = priced_search(graph.work, graph, clock.now() + 1.0, start)
     assert lam.any()  # the limit binds: the bound is not the pairwise one alone
     assert priced_bound(graph.work, lam, clock.now() + 1.0) <= optimum + 1e-6 * abs(optimum)

@@ -185,8 +185,8 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
     size = whole_size(work, graph.units)
     whole = size <= MAX_ENTRIES
     share = PRICED_SHARE if whole else PRICED_SHARE_LNS
-    best, lam, beliefs = priced_search(work, graph, clock.now() + share * (until - clock.now()),
-                                       best)
+    best, lam, beliefs, elite = priced_search(work, graph,
+                                              clock.now() + share * (until - clock.now()), best)
     progress.report(best.cost(), outcome.bound)
     if not best.nodes:
         outcome.bound = best.cost()
@@ -199,7 +199,7 @@ def cpsat(problem: Problem, until: float, seed: int, workers: int) -> Outcome:
         bound_until = clock.now() + BOUND_SHARE * (until - started)
         outcome.bound = max(outcome.bound, priced_bound(work, lam, bound_until))
         narrowed_rounds(best, graph, beliefs, clock.now() + NARROWED_SHARE * (until - clock.now()),
-                        seed, workers)
+                        seed, workers, elite)
         progress.report(best.cost(), outcome.bound)
         best = _by_units(best, graph, clock.now() + KICK_SHARE * (until - clock.now()),
                          kicks=True)
