@@ -4,6 +4,7 @@ raise its cost, and widen until they reach the optimum CP-SAT proves on the whol
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from solver.iopddl.coarse import UnitGraph, UnitState
 from solver.iopddl.evaluate import evaluate
 from solver.iopddl.groups import find_groups
 from solver.iopddl.lagrange import ELITE, priced_search
-from solver.iopddl.merged import units_of
+from solver.iopddl.merged import solve_whole, units_of
 from solver.iopddl.messages import MessagePassing
 from solver.iopddl.narrowed import narrowed_rounds
 from solver.iopddl.problem import parse_problem
@@ -79,8 +80,8 @@ def test_narrowed_rounds_keep_the_fit_and_never_raise_the_cost(seed: int) -> Non
 
 
 def test_the_elite_answers_are_distinct_fitting_and_cheapest_first() -> None:
-    graph, start = _start(1500, 0, 0.7)
-    found, _, _, elite = priced_search(graph.work, graph, clock.now() + 3.0, start)
+    graph, start = _start(300, 0, 0.7)
+    found, _, _, elite = priced_search(graph.work, graph, clock.now() + 5.0, start)
     assert 1 <= len(elite) <= ELITE
     states = [State(graph.work, graph.nodes(list(pos))) for pos in elite]
     assert all(s.feasible() for s in states)
@@ -105,8 +106,8 @@ def test_the_domains_hold_every_elite_position() -> None:
 
 def test_elite_answers_are_dropped_before_the_beliefs_when_too_large(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model too large with the elite answers' positions is built without them (halved
-    until it fits) rather than not at all."""
+    """A model too large with the elite answers' positions is built with the cheapest half
+    of them (halved until it fits), at the first width, rather than not at all."""
     graph, start = _start(300, 0, 0.7)
     beliefs, ranked = _beliefs(graph, 20)
     current = UnitState(graph, graph.of(start))
@@ -114,11 +115,21 @@ def test_elite_answers_are_dropped_before_the_beliefs_when_too_large(
     every = [np.array([int(np.flatnonzero(allowed[u])[k % int(allowed[u].sum())])
                        for u in range(graph.count)]) for k in range(4)]
     plain = narrowed._size(graph, narrowed._domains(graph, current, ranked, narrowed.FIRST_WIDTH))
-    assert narrowed._size(graph, narrowed._domains(
-        graph, current, ranked, narrowed.FIRST_WIDTH, every)) > plain
-    monkeypatch.setattr(narrowed, "MAX_ENTRIES", plain)
+    halved = narrowed._domains(graph, current, ranked, narrowed.FIRST_WIDTH, every[:2])
+    assert plain < narrowed._size(graph, halved) < narrowed._size(graph, narrowed._domains(
+        graph, current, ranked, narrowed.FIRST_WIDTH, every))
+    monkeypatch.setattr(narrowed, "MAX_ENTRIES", narrowed._size(graph, halved))
+    built: list[dict[int, np.ndarray]] = []
+
+    def recording(*args: object, **kwargs: Any) -> object:
+        built.append(kwargs["domains"])
+        return solve_whole(*args, **kwargs)
+
+    monkeypatch.setattr(narrowed, "solve_whole", recording)
     before = _cost(start)
     assert narrowed_rounds(start, graph, beliefs, clock.now() + 5, 0, 2, every) >= 1
+    assert {u: d.tolist() for u, d in built[0].items()} == {
+        u: d.tolist() for u, d in halved.items()}
     assert start.feasible() and _cost(start) <= before
 
 

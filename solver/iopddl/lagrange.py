@@ -5,8 +5,9 @@ strategy s then costs ``cost[i][s] + var[i][s] * (sum of lam over i's live steps
 problem left is a pure pairwise one over units (``coarse.py``), solved by message passing
 (``messages.py``). Prices rise where the answer overflows and decay where it has room (a
 subgradient method); an answer that still overflows gets targeted rises, then unit moves
-that free memory; every answer that fits is improved by unit moves under the caps and kept
-if it is the cheapest so far. ``tree_start`` (dynamic programming over a spanning forest)
+that free memory; every answer that fits is improved by unit moves under the caps, the
+cheapest is the search's answer and the ``ELITE`` cheapest distinct ones are handed to the
+narrowed models. ``tree_start`` (dynamic programming over a spanning forest)
 gives the greedy its start. The same prices give a lower bound (``bound.diffusion`` of the priced
 problem, less the prices times the caps).
 """
@@ -217,11 +218,10 @@ def priced_search(work: Work, graph: UnitGraph, until: float, best: State) -> Pr
         found_fit = True
         state.descend(until, clock.now)
         cost = state.cost() + work.offset
-        if not state.feasible():
-            continue
-        _keep(elite, cost, np.asarray(state.pos))
-        if cost < best_cost:
-            best_units, best_cost = state, cost
+        if state.feasible():
+            _keep(elite, cost, np.asarray(state.pos))
+            if cost < best_cost:
+                best_units, best_cost = state, cost
     if best_units is not None:
         found = State(work, graph.nodes(best_units.pos))
         if found.feasible() and found.cost() < best.cost():

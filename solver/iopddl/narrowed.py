@@ -1,6 +1,6 @@
 """The whole problem re-solved by CP-SAT with every unit free at once, each kept to a few
-positions: its current one, its best in its neighbours' context and its ``width`` best by
-the message passing's beliefs.
+positions: its current one, its best in its neighbours' context, its ``width`` best by
+the message passing's beliefs and its positions in the priced search's cheapest answers.
 
 Compound moves and neighbourhoods of units change one region at a time. On M their answer
 is proven optimal over each of the twelve most connected units with all its neighbours
@@ -40,8 +40,9 @@ def narrowed_rounds(state: State, graph: UnitGraph, beliefs: list[np.ndarray] | 
                     elite: Sequence[np.ndarray] = ()) -> int:
     """Improve ``state`` (kept fitting) by narrowed whole-problem models until ``until``;
     the number of rounds run. Each unit may also take its position in any of the ``elite``
-    answers (the priced search's cheapest, cheapest first): on M, from one priced search,
-    the first round reached 50.46e9 without them, 50.19e9 with four, 50.13e9 with eight."""
+    answers (the priced search's cheapest, cheapest first), so CP-SAT can merge good answers
+    as well as follow the beliefs; a model too large drops half the elite at a time before
+    any belief."""
     if beliefs is None:
         passes = MessagePassing(graph)
         if passes.solve(graph.unary, BELIEF_PASSES,
