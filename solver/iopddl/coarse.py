@@ -120,6 +120,10 @@ class UnitState:
             total += m[:, self.pos[w]]
         return total
 
+    def allowed_local(self, u: int) -> np.ndarray:
+        """Unit ``u``'s costs in context with the positions it may not take at infinity."""
+        return np.where(self.graph.units.allowed[u], self.local[u], np.inf)
+
     def cost(self) -> float:
         g = self.graph
         return (sum(float(g.unary[u][self.pos[u]]) for u in range(g.count))

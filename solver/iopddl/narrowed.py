@@ -55,8 +55,9 @@ def narrowed_rounds(state: State, graph: UnitGraph, beliefs: list[np.ndarray] | 
     width = FIRST_WIDTH
     rounds = 0
     built = 0.0  # the last round's build seconds (the estimate per entry is A's dense one)
+    current = UnitState(graph, graph.of(state))  # rebuilt after each round, not each try
     while width >= 1 and clock.now() < until:
-        domains = _domains(graph, UnitState(graph, graph.of(state)), ranked, width, elite)
+        domains = _domains(graph, current, ranked, width, elite)
         size = _size(graph, domains)
         if size > MAX_ENTRIES:
             if rounds:  # the width below was proven: nothing wider fits a model
@@ -76,6 +77,7 @@ def narrowed_rounds(state: State, graph: UnitGraph, beliefs: list[np.ndarray] | 
                                     for u in range(graph.count)):
             break
         width += 1
+        current = UnitState(graph, graph.of(state))
     return rounds
 
 
@@ -84,7 +86,7 @@ def _domains(graph: UnitGraph, current: UnitState, ranked: list[np.ndarray], wid
     allowed = graph.units.allowed
     domains = {}
     for u in range(graph.count):
-        best_here = int(np.argmin(np.where(allowed[u], current.local[u], np.inf)))
+        best_here = int(np.argmin(current.allowed_local(u)))
         keep = np.unique(np.concatenate([[current.pos[u], best_here], ranked[u][:width],
                                         [int(e[u]) for e in elite]]).astype(np.int64))
         domains[u] = keep[allowed[u][keep]]

@@ -284,7 +284,7 @@ def _tight_units(state: State, graph: UnitGraph, rng: np.random.Generator
         use = graph.usage[u][int(np.searchsorted(graph.cuts[u], t, side="right")) - 1]
         if np.ptp(use) == 0:
             continue
-        cost = np.where(graph.units.allowed[u], current.local[u], np.inf)
+        cost = current.allowed_local(u)
         now = current.pos[u]
         smaller = np.flatnonzero((use < use[now]) & np.isfinite(cost))
         found[u] = np.unique(np.concatenate([
