@@ -8,6 +8,7 @@ The baselines and ``cpsat`` of one (graph, preset) run back to back, each in a f
 process (``isolated.py``).
 
 Each plan is checked by the evaluator (inside ``solve``); an invalid plan fails the run.
+A preset that cannot hold a graph (its DRAM) is skipped with a note.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import layout_table  # noqa: E402
+from models.errors import InputValidationError  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINES, SOLVERS, solve  # noqa: E402
 from solver.layout.plan import plan_summary  # noqa: E402
+from solver.layout.problem import analyze, resolve_device  # noqa: E402
 
 PRESETS = ("wormhole_n150", "blackhole_p150")
 
@@ -35,6 +38,11 @@ def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
     for path in sorted(graph_dir.glob("*.json")):
         graph = parse_graph(json.loads(path.read_text()))
         for device in PRESETS:
+            try:
+                analyze(graph, resolve_device(graph, device))
+            except InputValidationError as exc:  # e.g. weights beyond the device's DRAM
+                print(f"{path.name} {device}: rejected ({exc.issues[0].rule})", flush=True)
+                continue
             summaries = []
             for solver in (*BASELINES, *(s for s in SOLVERS if s not in BASELINES)):
                 plan = isolated(solve, graph, solver, device, time_limit_s=time_limit,

@@ -38,6 +38,9 @@ class DeviceSpec(BaseModel):
     l1_usage_cap: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.95, description="share of the unreserved L1 the optimizer may fill")
     dram_bandwidth_gbps: Rate = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
+    dram_size_bytes: Annotated[int, Field(gt=0, le=2**50)] | None = Field(
+        default=None, description="DRAM per chip; a graph that could need more is rejected "
+        "(null: not checked)")
     clock_ghz: Rate = Field(description="AI clock, GHz")
     l1_bytes_per_cycle: Rate = Field(
         description="bytes one core reads or writes in its own L1 per cycle")
@@ -89,6 +92,9 @@ _WORMHOLE_CHIP = dict(
     # docs.tenstorrent.com/aibs/wormhole/specifications: n150 288 GB/s, AI clock 1 GHz;
     # n300 576 GB/s for two ASICs, i.e. 288 GB/s per chip.
     dram_bandwidth_gbps=288.0,
+    # tt-isa-documentation WormholeB0: 12 GiB of GDDR6 per ASIC (n150: one ASIC; n300: two,
+    # 12 GiB each).
+    dram_size_bytes=12 * 2**30,
     clock_ghz=1.0,
     # tt-isa-documentation WormholeB0/NoC: 256-bit (32 B) flits, one flit per cycle per link.
     noc_bytes_per_cycle=32.0,
@@ -115,6 +121,9 @@ PRESETS: dict[str, DeviceSpec] = {
         l1_usage_cap=0.95,
         # docs.tenstorrent.com/aibs/blackhole/specifications: p150 512 GB/s, up to 1.35 GHz.
         dram_bandwidth_gbps=512.0,
+        # tt-isa-documentation BlackholeA0: 32 GiB of GDDR6 per ASIC (28 GiB on products
+        # with some fused off; the p150 has all 32).
+        dram_size_bytes=32 * 2**30,
         clock_ghz=1.35,
         # tt-isa-documentation BlackholeA0/NoC: 512-bit (64 B) flits, one per cycle per link.
         noc_bytes_per_cycle=64.0,

@@ -43,13 +43,16 @@ class Spec:
     input_names: list[str]
     repeat: int = 1
     options: dict = field(default_factory=dict)
+    device: str | None = None
+    """The graph's own device, when the default (a Wormhole n150) cannot hold it."""
 
 
 def image(batch: int, side: int) -> Callable[[], tuple[torch.Tensor, ...]]:
     return lambda: (torch.randn(batch, 3, side, side),)
 
 
-def llama(name: str, shape: dict, layers: int, tokens: int, past: int) -> Spec:
+def llama(name: str, shape: dict, layers: int, tokens: int, past: int,
+          device: str | None = None) -> Spec:
     def inputs() -> tuple[torch.Tensor, ...]:
         x = torch.randn(1, tokens, shape["d"])
         if not past:
@@ -59,7 +62,8 @@ def llama(name: str, shape: dict, layers: int, tokens: int, past: int) -> Spec:
 
     return Spec(name, lambda: arch.LlamaLayer(shape["d"], shape["heads"], shape["kv_heads"],
                                               shape["ff"], tokens, past),
-                inputs, ["hidden", "past_k", "past_v"][: 3 if past else 1], repeat=layers)
+                inputs, ["hidden", "past_k", "past_v"][: 3 if past else 1], repeat=layers,
+                device=device)
 
 
 SPECS = [
@@ -75,7 +79,8 @@ SPECS = [
     llama("llama-3.2-1b-prefill128-l16", LLAMA_1B, 16, 128, 0),
     llama("llama-3.2-1b-decode-kv1024-l1", LLAMA_1B, 1, 1, 1024),
     llama("llama-3.2-1b-decode-kv1024-l16", LLAMA_1B, 16, 1, 1024),
-    llama("llama-3.1-8b-prefill128-l32", LLAMA_8B, 32, 128, 0),
+    # 14.0 GB of bf16 weights: more than a Wormhole chip's 12 GiB of DRAM
+    llama("llama-3.1-8b-prefill128-l32", LLAMA_8B, 32, 128, 0, device="blackhole_p150"),
 ]
 
 
@@ -107,6 +112,8 @@ def main() -> None:
                                                **spec.options))
             doc = result.graph.model_dump(mode="json", exclude_defaults=True, by_alias=True)
             doc.update(format="layoutsat-graph", version=1, name=spec.name)
+            if spec.device is not None:
+                doc["device"] = spec.device
             (OUT / f"{spec.name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
             r = result.report
             print(f"{spec.name}: {r['ops']} ops, {r['tensors']} tensors, opaque "

@@ -17,6 +17,7 @@ from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, OpDecl
 from models.layout_ops import attrs_model
 from solver.layout import cost
+from solver.layout.dram_capacity import require_dram_capacity
 from solver.layout.memory import DRAM, Geometry, MemConfig
 from solver.layout.ops import (
     DEFAULT_MAX_CONFIGS,
@@ -160,6 +161,7 @@ def analyze(graph: LayoutGraph, device: DeviceSpec,
         {(r.tensor, r.from_, r.to): r.latency_us for r in graph.measured.reshards})
     _apply_measurements(problem)
     _require_dram_fallback(problem)
+    require_dram_capacity(problem)
     return problem
 
 

@@ -1,0 +1,97 @@
+"""DRAM capacity (``solver/layout/dram_capacity.py``): the most any plan can hold in DRAM,
+pinned to hand-computed bytes, and graphs that could exceed the device's DRAM rejected with
+the numbers (CLI exit 1, API 422) and accepted on a device with enough."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from models.device import PRESETS
+from models.errors import InputValidationError
+from models.layout import parse_graph
+from solver.layout import solve
+from solver.layout.dram_capacity import dram_need
+from solver.layout.problem import analyze, resolve_device
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA_8B = ROOT / "benchmarks" / "layout" / "models" / "llama-3.1-8b-prefill128-l32.json"
+
+# x [32, 64] bf16: 2 tiles of 2,048 B = 4,096 B; w [64, 32]: 4,096 B; y and z [32, 32]:
+# 2,048 B each. Step 0 (mm): x + w + y = 10,240. Step 1 (act): x + w, y (read there) and
+# z (a graph output) = 12,288.
+GRAPH = {
+    "format": "layoutsat-graph", "version": 1, "name": "two-ops",
+    "tensors": [{"name": "x", "shape": [32, 64], "dtype": "bf16", "kind": "input"},
+                {"name": "w", "shape": [64, 32], "dtype": "bf16", "kind": "constant"},
+                {"name": "y", "shape": [32, 32], "dtype": "bf16"},
+                {"name": "z", "shape": [32, 32], "dtype": "bf16"}],
+    "ops": [{"name": "mm", "type": "matmul", "inputs": ["x", "w"], "outputs": ["y"]},
+            {"name": "act", "type": "relu", "inputs": ["y"], "outputs": ["z"]}],
+    "outputs": ["z"],
+}
+
+
+def _device(dram: int | None) -> dict:
+    spec = PRESETS["wormhole_n150"].model_dump()
+    return {**spec, "name": "small-dram", "dram_size_bytes": dram}
+
+
+def test_the_dram_need_is_the_hand_computed_bytes_per_step() -> None:
+    graph = parse_graph(GRAPH)
+    assert dram_need(analyze(graph, resolve_device(graph))) == [10_240, 12_288]
+
+
+def test_a_device_one_byte_short_rejects_the_graph_with_the_numbers() -> None:
+    graph = parse_graph({**GRAPH, "device": _device(12_287)})
+    with pytest.raises(InputValidationError) as caught:
+        analyze(graph, resolve_device(graph))
+    (issue,) = caught.value.issues
+    assert issue.rule == "device.dram_capacity" and issue.loc == ("device",)
+    for text in ("12,288 bytes of DRAM at step 1", "op 'act'", "8,192 of constants and "
+                 "inputs", "4,096 of activations", "small-dram has 12,287", "'x' (input, 4,096 B)"):
+        assert text in issue.msg
+    exact = parse_graph({**GRAPH, "device": _device(12_288)})
+    assert solve(exact, "greedy").status == "feasible"
+    unchecked = parse_graph({**GRAPH, "device": _device(None)})
+    assert solve(unchecked, "greedy").status == "feasible"
+
+
+def test_the_presets_hold_their_published_dram() -> None:
+    assert PRESETS["wormhole_n150"].dram_size_bytes == 12 * 2**30
+    assert PRESETS["wormhole_n300"].dram_size_bytes == 12 * 2**30
+    assert PRESETS["blackhole_p150"].dram_size_bytes == 32 * 2**30
+
+
+def test_llama_8b_is_rejected_on_a_wormhole_and_fits_a_blackhole(tmp_path: Path) -> None:
+    """14.0 GB of bf16 weights: more than a Wormhole's 12 GiB, less than a p150's 32 GiB
+    (the graph names the p150 as its device)."""
+    out = tmp_path / "plan.json"
+    rejected = subprocess.run(
+        [str(Path(sys.executable).with_name("layoutsat")), "layout", "solve", str(LLAMA_8B),
+         "--device", "wormhole_n150", "-o", str(out)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT)
+    assert rejected.returncode == 1 and not out.exists()
+    assert "13,992,001,536 bytes of DRAM" in rejected.stderr + rejected.stdout
+    assert "wormhole_n150 has 12,884,901,888" in rejected.stderr + rejected.stdout
+    graph = parse_graph(json.loads(LLAMA_8B.read_text()))
+    assert max(dram_need(analyze(graph, resolve_device(graph)))) <= 32 * 2**30
+
+
+def test_the_api_answers_422_naming_the_rule(tmp_path: Path) -> None:
+    client = TestClient(create_app(Settings(data_dir=tmp_path, pool_workers=1)))
+    with client:
+        answer = client.post("/v1/layout/solve", json={**GRAPH, "device": _device(10_000)})
+        assert answer.status_code == 422
+        (error,) = answer.json()["errors"]
+        assert error["rule"] == "device.dram_capacity" and error["path"] == "$.device"
+        ok = client.post("/v1/layout/solve?solver=greedy", json={**GRAPH,
+                                                                 "device": _device(2**30)})
+        assert ok.status_code == 200, ok.text
