@@ -38,6 +38,9 @@ class DeviceSpec(BaseModel):
     l1_usage_cap: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.95, description="share of the unreserved L1 the optimizer may fill")
     dram_bandwidth_gbps: Rate = Field(description="DRAM bandwidth, GB/s (1e9 B/s)")
+    dram_banks: Annotated[int, Field(gt=0, le=1024)] = Field(
+        default=1, description="DRAM banks; one core reaches at most one bank's share of "
+        "the bandwidth (1: any core reaches all of it)")
     dram_size_bytes: Annotated[int, Field(gt=0, le=2**50)] | None = Field(
         default=None, description="DRAM per chip; a graph that could need more is rejected "
         "(null: not checked)")
@@ -95,6 +98,9 @@ _WORMHOLE_CHIP = dict(
     # tt-isa-documentation WormholeB0: 12 GiB of GDDR6 per ASIC (n150: one ASIC; n300: two,
     # 12 GiB each).
     dram_size_bytes=12 * 2**30,
+    # tt-metal tech_reports/Saturating_DRAM_bandwidth: 12 DRAM banks; one reader core per
+    # bank is needed to saturate the 288 GB/s (so one core reaches about 24 GB/s).
+    dram_banks=12,
     clock_ghz=1.0,
     # tt-isa-documentation WormholeB0/NoC: 256-bit (32 B) flits, one flit per cycle per link.
     noc_bytes_per_cycle=32.0,
@@ -124,6 +130,8 @@ PRESETS: dict[str, DeviceSpec] = {
         # tt-isa-documentation BlackholeA0: 32 GiB of GDDR6 per ASIC (28 GiB on products
         # with some fused off; the p150 has all 32).
         dram_size_bytes=32 * 2**30,
+        # tt-metal tech_reports/Blackhole/BlackholeBringUpProgrammingGuide: 8 DRAM banks.
+        dram_banks=8,
         clock_ghz=1.35,
         # tt-isa-documentation BlackholeA0/NoC: 512-bit (64 B) flits, one per cycle per link.
         noc_bytes_per_cycle=64.0,

@@ -222,8 +222,12 @@ def test_every_op_of_every_example_has_a_dram_configuration():
 # ----------------------------------------------------------------------- cost model
 
 def test_dram_noc_and_l1_times_by_hand():
-    assert cost.dram_us(WH, 288_000) == pytest.approx(1.0)  # 288 GB/s = 288,000 B/us
-    assert cost.dram_us(BH, 512_000) == pytest.approx(1.0)
+    assert cost.dram_us(WH, 288_000, 64) == pytest.approx(1.0)  # 288 GB/s = 288,000 B/us
+    assert cost.dram_us(WH, 288_000, 12) == pytest.approx(1.0)  # one core per bank
+    assert cost.dram_us(WH, 24_000, 1) == pytest.approx(1.0)  # one core: one bank, 24 GB/s
+    assert cost.dram_us(WH, 96_000, 4) == pytest.approx(1.0)
+    assert cost.dram_us(BH, 512_000, 130) == pytest.approx(1.0)
+    assert cost.dram_us(BH, 64_000, 1) == pytest.approx(1.0)  # 512 GB/s over 8 banks
     assert cost.noc_us(WH, 32_000) == pytest.approx(1.0)  # 32 B/cycle at 1 GHz
     assert cost.l1_us(BH, 128 * 1350) == pytest.approx(1.0)  # 128 B/cycle at 1.35 GHz
 
@@ -237,6 +241,16 @@ def test_binary_add_in_dram_by_hand():
     sharded_add = build_candidate(ADD, H12, {}, WH)
     local = 24 * 2048 / 64_000  # one shard at 64 B/cycle
     assert sharded_add.latency_us([H12, H12]) == pytest.approx(max(24 * 32 / 1000, 3 * local) + 2.0)
+
+
+def test_dram_reads_are_limited_by_the_cores_reading():
+    """An op on 4 cores reads a DRAM operand at 4 banks' share (96 GB/s on a Wormhole),
+    on 12 or more at the full 288 GB/s; a DRAM output is written by every core."""
+    nbytes = 12 * 24 * 2048
+    h4 = sharded("height_sharded", 1, 4)
+    assert build_candidate(ADD, h4, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 96_000)
+    assert build_candidate(ADD, H12, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 288_000)
+    assert build_candidate(ADD, DRAM, {}, WH).write_us == pytest.approx(nbytes / 288_000)
 
 
 def test_matmul_compute_by_hand():
@@ -259,7 +273,10 @@ def test_reshard_cost_by_hand():
     p = analyze(parse_graph(tiny()), WH)
     nbytes = 4 * 8 * 2048
     spill = p.copy_us("h", sharded("height_sharded", 1, 4), DRAM)
-    assert spill == pytest.approx(2.0 + (nbytes / 4) / 32_000 + nbytes / 288_000)
+    # four cores write DRAM: four banks' share, 4 x 24 GB/s
+    assert spill == pytest.approx(2.0 + (nbytes / 4) / 32_000 + nbytes / 96_000)
+    reload = p.copy_us("h", DRAM, L1_INTERLEAVED)  # every core reads: the full 288 GB/s
+    assert reload == pytest.approx(2.0 + nbytes / 288_000 + 1 * 2048 / 32_000)
     reshard = p.copy_us("h", sharded("height_sharded", 1, 4), sharded("width_sharded", 1, 8))
     assert reshard == pytest.approx(2.0 + (nbytes / 4) / 32_000 + (nbytes / 8) / 32_000)
 

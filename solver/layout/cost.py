@@ -1,23 +1,27 @@
 """The analytical roofline of DESIGN.md 2.2, in microseconds.
 
 An op costs ``max(compute, memory) + dispatch``. Memory time adds DRAM bytes over the
-DRAM bandwidth and, per core, L1 bytes over the local L1 bandwidth and NoC bytes over
-the NoC bandwidth. The memory time of an operand depends only on the operand's own
-memory configuration, which is what lets the CP-SAT model write an op's latency as a
-per-configuration term plus one term per operand (see ``Candidate``).
+DRAM bandwidth the op's cores reach and, per core, L1 bytes over the local L1 bandwidth
+and NoC bytes over the NoC bandwidth. The memory time of an operand depends only on the
+operand's own memory configuration and the op configuration's grid, which is what lets
+the CP-SAT model write an op's latency as a per-configuration term plus one term per
+operand (see ``Candidate``).
 """
 
 from __future__ import annotations
 
 from models.device import DeviceSpec
-from solver.layout.memory import Geometry, MemConfig
+from solver.layout.memory import Geometry, MemConfig, cores_of
 
 BYTES_PER_US_PER_GBPS = 1e3  # 1 GB/s = 1e9 B/s = 1e3 B/us
 CYCLES_PER_US_PER_GHZ = 1e3
 
 
-def dram_us(device: DeviceSpec, nbytes: float) -> float:
-    return nbytes / (device.dram_bandwidth_gbps * BYTES_PER_US_PER_GBPS)
+def dram_us(device: DeviceSpec, nbytes: float, cores: int) -> float:
+    """DRAM time of ``nbytes`` moved by ``cores`` cores: each core reaches at most one
+    bank's share of the bandwidth, so fewer cores than banks leave banks idle."""
+    share = min(1.0, cores / device.dram_banks)
+    return nbytes / (device.dram_bandwidth_gbps * share * BYTES_PER_US_PER_GBPS)
 
 
 def noc_us(device: DeviceSpec, bytes_per_core: float) -> float:
@@ -32,15 +36,16 @@ def cycles_us(device: DeviceSpec, cycles: float) -> float:
     return cycles / (device.clock_ghz * CYCLES_PER_US_PER_GHZ)
 
 
-def access_us(device: DeviceSpec, geom: Geometry, cfg: MemConfig) -> float:
-    """Time for an op to read (or write) a whole tensor held in ``cfg``.
+def access_us(device: DeviceSpec, geom: Geometry, cfg: MemConfig, cores: int) -> float:
+    """Time for an op running on ``cores`` cores to read (or write) a whole tensor held
+    in ``cfg``.
 
-    DRAM: all bytes over the DRAM bandwidth. L1-interleaved: each core's share over
-    the NoC (pages sit round-robin on every core). Sharded: each core's shard from its
-    own L1.
+    DRAM: all bytes over the DRAM bandwidth those cores reach (``dram_us``).
+    L1-interleaved: each core's share over the NoC (pages sit round-robin on every core).
+    Sharded: each core's shard from its own L1.
     """
     if not cfg.is_l1:
-        return dram_us(device, geom.total_bytes)
+        return dram_us(device, geom.total_bytes, cores)
     per_core = geom.bytes_per_core(cfg, device.cores)
     return l1_us(device, per_core) if cfg.is_sharded else noc_us(device, per_core)
 
@@ -48,16 +53,18 @@ def access_us(device: DeviceSpec, geom: Geometry, cfg: MemConfig) -> float:
 def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) -> float:
     """A reshard, spill or reload: every byte is read from ``src`` and written to ``dst``.
 
-    DRAM sides move all bytes through the DRAM bandwidth; L1 sides move each core's
-    share of the bytes over the NoC, so the grids on both sides set the time. The copy
-    is a separate op and pays the dispatch overhead.
+    DRAM sides move all bytes through the DRAM bandwidth that the L1 side's cores reach;
+    L1 sides move each core's share of the bytes over the NoC, so the grids on both
+    sides set the time. The copy is a separate op and pays the dispatch overhead.
     """
     t = device.dispatch_overhead_us
+    movers = min(cores_of(cfg, device.cores) for cfg in (src, dst) if cfg.is_l1) if (
+        src.is_l1 or dst.is_l1) else device.cores
     for cfg in (src, dst):
         if cfg.is_l1:
             t += noc_us(device, geom.bytes_per_core(cfg, device.cores))
         else:
-            t += dram_us(device, geom.total_bytes)
+            t += dram_us(device, geom.total_bytes, movers)
     return t
 
 

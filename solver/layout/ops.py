@@ -529,8 +529,9 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         return reason
     family = FAMILIES[sig.type]
     accepts = []
+    cores = cores_of(out, device.cores)
     for i, operand in enumerate(sig.inputs):
-        ok = {m: cost.access_us(device, operand.geom, m)
+        ok = {m: cost.access_us(device, operand.geom, m, cores)
               for m in family.input_options(sig, out, i, device)
               if input_rule(sig, out, i, m) is None}
         if not ok:
@@ -541,7 +542,7 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         id=config_id(out, knobs), output=out, knobs=tuple(sorted(knobs.items())),
         accepts=tuple(accepts), cb_bytes_per_core=cb_bytes,
         compute_us=family.compute_us(sig, out, knobs, device),
-        write_us=sum(cost.access_us(device, o.geom, out) for o in sig.outputs),
+        write_us=sum(cost.access_us(device, o.geom, out, cores) for o in sig.outputs),
         dispatch_us=device.dispatch_overhead_us,
         program=family.program(sig, out, knobs, device))
 
