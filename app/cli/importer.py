@@ -56,6 +56,9 @@ def import_model(
     else:
         typer.echo(body, nl=False)
     report = result.report
+    if not (as_json and not output):  # there the report, warnings included, is on stderr
+        for warning in report["warnings"]:
+            err_console.print(f"warning: {warning}", style="yellow", markup=False)
     if as_json:
         err_console.print_json(data=report) if not output else console.print_json(data=report)
         return
@@ -68,5 +71,11 @@ def import_model(
     if report["permutes_inserted"]:
         out.print(f"  permutes inserted between channels-last and channels-first ops: "
                   f"{report['permutes_inserted']}", markup=False)
+    removed = [f"{report[key]} {what}" for key, what in (
+        ("permutes_cancelled", "permutes cancelled"),
+        ("permutes_as_reshape", "permutes that only relabel dims made reshapes"),
+        ("reshapes_cancelled", "reshapes cancelled")) if report[key]]
+    if removed:
+        out.print(f"  layout ops: {', '.join(removed)}", markup=False)
     for note in report["notes"]:
         out.print(f"  note: {note}", markup=False)

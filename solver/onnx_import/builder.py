@@ -45,7 +45,11 @@ class Report:
     folded: Counter = field(default_factory=Counter)
     opaque: Counter = field(default_factory=Counter)
     permutes_inserted: int = 0
+    permutes_cancelled: int = 0
+    permutes_as_reshape: int = 0
+    reshapes_cancelled: int = 0
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 class Builder:
@@ -174,6 +178,16 @@ class Builder:
             self.nhwc.add(output)
         self._append(name, op_type, inputs, [output], attrs)
         return True
+
+    def add_internal(self, name: str, op_type: str, inputs: list[str], output: str,
+                     shape: list[int], attrs: dict[str, Any], channels_last: bool = False) -> str:
+        """An op producing ``output``, a tensor with no ONNX value behind it (the 4-D view
+        around a 1-D conv); the caller has checked that the op fits."""
+        self.declare(output, shape, "activation", self.dtype)
+        if channels_last:
+            self.nhwc.add(output)
+        self._append(name, op_type, inputs, [output], attrs)
+        return output
 
     def opaque(self, node: onnx.NodeProto, name: str) -> None:
         """The node as it is: real shapes, DRAM in and out. 4-D values stay channels-last

@@ -1,4 +1,5 @@
-"""The import pipeline: read, pin dimensions, fold, fuse patterns, map, check, stack."""
+"""The import pipeline: read, pin dimensions, fold, fuse patterns, map, cancel layout ops,
+check, stack."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import onnx
 
 from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, parse_graph
-from solver.onnx_import.builder import Builder, UnknownShape
+from solver.onnx_import.builder import Builder, UnknownShape, ints
+from solver.onnx_import.cancel import cancel_layout_ops
 from solver.onnx_import.load import (
     LoadedModel,
     evaluate_node,
@@ -21,7 +23,7 @@ from solver.onnx_import.load import (
     pin_dimensions,
     read_model,
 )
-from solver.onnx_import.mapping import ALIASES, MAPPERS
+from solver.onnx_import.mapping import ALIASES, MAPPERS, attr
 from solver.onnx_import.patterns import Fused, Graph, find
 from solver.onnx_import.stack import stack
 
@@ -90,6 +92,17 @@ def _with_constants_folded(loaded: LoadedModel, folded: set[int]) -> LoadedModel
     return infer(model)
 
 
+def _unused_dimension_options(options: ImportOptions, used: set[str]) -> list[str]:
+    """A --batch, --seq-len or --dim that set no input dimension (the model's are static,
+    or named otherwise) changed nothing; the user should hear it rather than trust it."""
+    given = [("batch", f"--batch {options.batch}", options.batch),
+             ("seq_len", f"--seq-len {options.seq_len}", options.seq_len),
+             *((f"dim:{k}", f"--dim {k}={v}", v) for k, v in options.dims.items())]
+    return [f"{flag} changed nothing: no input has a dynamic dimension it applies to (static "
+            "dimensions keep their exported values; export with a dynamic axis to set them)"
+            for key, flag, value in given if value is not None and key not in used]
+
+
 def _declare_inputs(b: Builder, g: Graph) -> None:
     """Graph inputs a Conv reads directly arrive channels-last, as the device wants them."""
     for value in b.loaded.model.graph.input:
@@ -116,8 +129,42 @@ def _node_name(node: onnx.NodeProto, i: int) -> str:
     return node.name or f"{node.op_type}_{i}"
 
 
+def _reshape_target(spec: list[int], src: list[int], allowzero: bool) -> list[int]:
+    """The shape ONNX Reshape makes of ``spec`` for an input of shape ``src``: 0 copies the
+    input dim, -1 takes what is left (stays -1 when the rest does not divide it)."""
+    dims = [src[k] if d == 0 and not allowzero and k < len(src) else d
+            for k, d in enumerate(spec)]
+    rest = math.prod(d for d in dims if d != -1)
+    if dims.count(-1) == 1 and rest and math.prod(src) % rest == 0:
+        dims[dims.index(-1)] = math.prod(src) // rest
+    return dims
+
+
+def _check_reshape(b: Builder, node: onnx.NodeProto, name: str) -> None:
+    """A Reshape must keep the element count; one that does not (a dimension baked into the
+    exported target shape while --batch/--seq-len pinned another) is a bad model, never an
+    op with a wrong shape."""
+    src = b.onnx_shape(node.input[0])
+    out = b.onnx_shape(node.output[0])
+    spec = b.loaded.constants.get(b.resolve(node.input[1])) if len(node.input) > 1 else None
+    if out is None and spec is not None and src is not None:
+        out = _reshape_target(ints(spec), src, bool(attr(node, "allowzero", 0)))
+    if src is None or out is None or math.prod(src) == math.prod(out):
+        return
+    count = f"{math.prod(out)} elements" if -1 not in out else \
+        f"no whole number of elements ({math.prod(src)} is no multiple of " \
+        f"{math.prod(d for d in out if d != -1)})"
+    raise InputValidationError([Issue(
+        ("nodes", name), f"Reshape node '{name}' turns input '{node.input[0]}' of shape {src} "
+        f"({math.prod(src)} elements) into output '{node.output[0]}' of shape {out} ({count}); "
+        "the element counts must agree (was a dimension fixed at export while "
+        "--batch/--seq-len/--dim set another value?)", "onnx.reshape_elements")], "ONNX model")
+
+
 def _plain(b: Builder, node: onnx.NodeProto, i: int) -> None:
     """Map one node, alias it away, or keep it opaque."""
+    if node.op_type == "Reshape":
+        _check_reshape(b, node, _node_name(node, i))
     if node.op_type in ALIASES and node.input and b.resolve(node.input[0]) in b.tensors:
         b.alias[node.output[0]] = b.resolve(node.input[0])
         b.report.folded[node.op_type] += 1
@@ -190,7 +237,7 @@ def _outputs(b: Builder) -> list[str]:
 def import_onnx(data: bytes, options: ImportOptions = ImportOptions()) -> ImportResult:
     """A validated layoutsat graph and the report of what became of every ONNX node."""
     model = read_model(data)
-    pin_dimensions(model, options.dims, options.batch, options.seq_len)
+    used = pin_dimensions(model, options.dims, options.batch, options.seq_len)
     loaded = infer(model)
     folded = _fold_constants(loaded)
     fold_counts = Counter(loaded.model.graph.node[i].op_type for i in folded)
@@ -202,6 +249,7 @@ def import_onnx(data: bytes, options: ImportOptions = ImportOptions()) -> Import
     g = Graph(loaded)
     b = Builder(loaded, options.dtype, options.weight_dtype or options.dtype)
     b.report.folded.update(fold_counts)
+    b.report.warnings += _unused_dimension_options(options, used)
     _declare_inputs(b, g)
     fused = find(g)
     inside = {j for f in fused.values() for j in f.nodes}
@@ -226,6 +274,7 @@ def import_onnx(data: bytes, options: ImportOptions = ImportOptions()) -> Import
                                           "--batch/--seq-len/--dim or export with static shapes",
                                           "onnx.unknown_shape")], "ONNX model") from None
     outputs = _outputs(b)
+    cancel_layout_ops(b, set(outputs))
     _fuse_epilogues(b, set(outputs))
     name = options.name or model.graph.name or "onnx-model"
     doc = {"format": "layoutsat-graph", "version": 1, "name": name,
@@ -237,5 +286,8 @@ def import_onnx(data: bytes, options: ImportOptions = ImportOptions()) -> Import
               "mapped": dict(r.mapped), "fused": dict(r.fused), "fused_nodes": dict(r.absorbed),
               "folded": dict(r.folded),
               "opaque": dict(r.opaque), "permutes_inserted": r.permutes_inserted,
-              "repeat": options.repeat, "notes": r.notes}
+              "permutes_cancelled": r.permutes_cancelled,
+              "permutes_as_reshape": r.permutes_as_reshape,
+              "reshapes_cancelled": r.reshapes_cancelled,
+              "repeat": options.repeat, "notes": r.notes, "warnings": r.warnings}
     return ImportResult(graph, report)

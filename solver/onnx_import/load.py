@@ -36,25 +36,28 @@ def read_model(data: bytes) -> onnx.ModelProto:
 
 
 def _pick(name: str, index: int, dims: Mapping[str, int], batch: int | None,
-          seq_len: int | None) -> int | None:
-    """The value a symbolic dimension takes: named explicitly, else by its name, else the
-    leading dimension is the batch."""
+          seq_len: int | None) -> tuple[str, int] | None:
+    """The option a symbolic dimension takes its value from (``dim:NAME``, ``batch`` or
+    ``seq_len``) and the value: named explicitly, else by its name, else the leading
+    dimension is the batch."""
     if name in dims:
-        return dims[name]
+        return f"dim:{name}", dims[name]
     low = name.lower()
     if batch is not None and (low in BATCH_NAMES or "batch" in low or (not name and index == 0)):
-        return batch
+        return "batch", batch
     if seq_len is not None and (low in SEQ_NAMES or "seq" in low or "token" in low):
-        return seq_len
+        return "seq_len", seq_len
     if batch is not None and index == 0:
-        return batch
+        return "batch", batch
     return None
 
 
 def pin_dimensions(model: onnx.ModelProto, dims: Mapping[str, int], batch: int | None,
-                   seq_len: int | None) -> None:
-    """Replace every symbolic input dimension with a value, or raise naming the input."""
+                   seq_len: int | None) -> set[str]:
+    """Replace every symbolic input dimension with a value, or raise naming the input.
+    Returns the options that set a dimension, so one that changed nothing can be told."""
     initializers = {t.name for t in model.graph.initializer}
+    used = set()
     for i, value in enumerate(model.graph.input):
         if value.name in initializers or not value.type.HasField("tensor_type"):
             continue
@@ -68,8 +71,10 @@ def pin_dimensions(model: onnx.ModelProto, dims: Mapping[str, int], batch: int |
                              "value was given: pass --batch, --seq-len or --dim "
                              f"{dim.dim_param or 'NAME'}=VALUE", "onnx.dynamic_dim",
                              "inputs", i, j)
+            used.add(chosen[0])
             dim.Clear()
-            dim.dim_value = chosen
+            dim.dim_value = chosen[1]
+    return used
 
 
 @dataclass

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from models.layout_ops import ShapeError, attrs_model, infer_shape
 from solver.onnx_import.builder import Builder, ints, nhwc_axis, nhwc_shape
 
 Mapper = Callable[[Builder, onnx.NodeProto, str], bool]
@@ -123,6 +124,8 @@ def _symmetric_pads(node: onnx.NodeProto) -> list[int] | None:
 
 def conv(b: Builder, node: onnx.NodeProto, name: str) -> bool:
     w = b.loaded.constants.get(b.resolve(node.input[1]))
+    if w is not None and w.ndim == 3:
+        return conv1d(b, node, name)
     pads = _symmetric_pads(node)
     if w is None or w.ndim != 4 or pads is None:
         return False
@@ -132,6 +135,41 @@ def conv(b: Builder, node: onnx.NodeProto, name: str) -> bool:
     attrs = {"stride": list(attr(node, "strides", [1, 1])), "padding": pads,
              "dilation": list(attr(node, "dilations", [1, 1])), "groups": attr(node, "group", 1)}
     return b.add(name, "conv2d", inputs, node.output[0], attrs, True)
+
+
+def _conv2d_shape(shapes: list[list[int]], attrs: dict) -> list[int] | None:
+    try:
+        return infer_shape("conv2d", attrs_model("conv2d").model_validate(attrs), shapes)
+    except (ShapeError, ValueError):
+        return None
+
+
+def conv1d(b: Builder, node: onnx.NodeProto, name: str) -> bool:
+    """Conv over [N, C, L] as conv2d over [N, 1, L, C] with a [1, k] kernel: a reshape to
+    [N, C, 1, L] (same element order), then the permutes any conv2d gets, and back."""
+    w = b.loaded.constants[b.resolve(node.input[1])]
+    pads = list(attr(node, "pads", [0, 0]))
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    if attr(node, "auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET") or len(pads) != 2 or \
+            pads[0] != pads[1] or b.is_const(node.input[0]) or (bias and not b.is_const(bias)) \
+            or not (b.is_float(node.input[0]) and b.is_float(node.output[0])):
+        return False
+    n, c, length = b.onnx_shape(node.input[0])
+    _, cout, out_len = b.onnx_shape(node.output[0])
+    kernel = [w.shape[0], w.shape[1], 1, w.shape[2]]
+    attrs = {"stride": [1, *attr(node, "strides", [1])], "padding": [0, pads[0]],
+             "dilation": [1, *attr(node, "dilations", [1])], "groups": attr(node, "group", 1)}
+    out4 = [n, 1, out_len, cout]
+    bias_shape = [[int(b.loaded.constants[b.resolve(bias)].size)]] if bias else []
+    if _conv2d_shape([[n, 1, length, c], kernel, *bias_shape], attrs) != out4:
+        return False
+    x = b.add_internal(f"{name}.to2d", "reshape", [b.in_layout(node.input[0], False)],
+                       f"{node.output[0]}.in2d", [n, c, 1, length], {})
+    inputs = [b.in_layout(x, True), _weight(b, node.input[1], kernel)]
+    if bias:
+        inputs.append(b.constant(bias))
+    y = b.add_internal(name, "conv2d", inputs, f"{node.output[0]}.2d", out4, attrs, True)
+    return b.add(f"{name}.to1d", "reshape", [b.in_layout(y, False)], node.output[0], {})
 
 
 def pool(b: Builder, node: onnx.NodeProto, name: str) -> bool:
@@ -264,8 +302,41 @@ def split(b: Builder, node: onnx.NodeProto, name: str) -> bool:
                for k, (out, attrs) in enumerate(slices))
 
 
+def _gather_positions(b: Builder, node: onnx.NodeProto, name: str) -> bool:
+    """Constant, consecutive indices (``x[:, 0]``, ``x[:, 2:5]`` as a list) pick a slice;
+    a scalar index also drops the axis, which a reshape after the slice does."""
+    shape = b.onnx_shape(node.input[0])
+    axis = attr(node, "axis", 0) % len(shape)
+    index = b.loaded.constants[b.resolve(node.input[1])]
+    picks = ints(index)
+    if index.ndim > 1 or not picks or not all(-shape[axis] <= i < shape[axis] for i in picks):
+        return False
+    first = picks[0] % shape[axis]
+    if [i % shape[axis] for i in picks] != list(range(first, first + len(picks))):
+        return False
+    starts, ends = [0] * len(shape), list(shape)
+    starts[axis], ends[axis] = first, first + len(picks)
+    if index.ndim == 1:  # the axis stays: a slice alone, in whichever layout x has
+        cl = _channels_last(b, [node.input[0]]) and len(shape) == 4
+        if cl:
+            starts, ends = nhwc_shape(starts), nhwc_shape(ends)
+        return b.add(name, "slice", [b.in_layout(node.input[0], cl)], node.output[0],
+                     {"starts": starts, "ends": ends}, cl)
+    x = b.in_layout(node.input[0], False)
+    attrs = {"starts": starts, "ends": ends}
+    picked = [e - s for s, e in zip(starts, ends, strict=True)]
+    if not b.is_float(node.output[0]) or not b.fits("slice", [x], picked, attrs):
+        return False
+    part = b.add_internal(f"{name}.slice", "slice", [x], f"{node.output[0]}.picked", picked,
+                          attrs)
+    return b.add(name, "reshape", [part], node.output[0], {})
+
+
 def gather(b: Builder, node: onnx.NodeProto, name: str) -> bool:
-    """An embedding lookup: a constant [vocab, dim] table indexed along axis 0."""
+    """An embedding lookup: a constant [vocab, dim] table indexed along axis 0 by computed
+    indices; or constant positions of an activation (a slice)."""
+    if b.is_const(node.input[1]) and not b.is_const(node.input[0]):
+        return _gather_positions(b, node, name)
     table = b.loaded.constants.get(b.resolve(node.input[0]))
     if table is None or table.ndim != 2 or attr(node, "axis", 0) != 0 or b.is_const(node.input[1]):
         return False
