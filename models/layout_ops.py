@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from functools import partial
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,9 +22,6 @@ UNARY_TYPES = ("relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", 
 BINARY_TYPES = ("add", "sub", "mul", "div", "maximum", "minimum")
 REDUCE_TYPES = ("reduce_sum", "reduce_mean", "reduce_max")
 POOL_TYPES = ("max_pool2d", "avg_pool2d")
-OTHER_TYPES = ("matmul", "linear", "conv2d", "softmax", "layernorm", "rmsnorm", "concat",
-               "reshape", "permute", "transpose", "slice", "embedding", "opaque")
-OP_TYPES: tuple[str, ...] = UNARY_TYPES + BINARY_TYPES + REDUCE_TYPES + POOL_TYPES + OTHER_TYPES
 
 Activation = Literal["relu", "gelu", "silu"]
 Pair = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
@@ -102,34 +101,6 @@ class OpaqueAttrs(Attrs):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
 
-def attrs_model(op_type: str) -> type[Attrs]:
-    """The attribute model of an op type."""
-    return _ATTRS.get(op_type, NoAttrs)
-
-
-_ATTRS: dict[str, type[Attrs]] = {
-    "matmul": MatmulAttrs, "linear": MatmulAttrs, "conv2d": Conv2dAttrs,
-    "softmax": SoftmaxAttrs, "layernorm": NormAttrs, "rmsnorm": NormAttrs,
-    **{t: ReduceAttrs for t in REDUCE_TYPES}, "concat": ConcatAttrs,
-    "permute": PermuteAttrs, "transpose": TransposeAttrs, "slice": SliceAttrs,
-    **{t: PoolAttrs for t in POOL_TYPES}, "opaque": OpaqueAttrs,
-}
-
-
-def arity(op_type: str) -> tuple[tuple[int, int | None], tuple[int, int | None]]:
-    """((min, max) inputs, (min, max) outputs); None means unbounded."""
-    if op_type == "opaque":
-        return (0, None), (1, None)
-    return _INPUT_ARITY.get(op_type, (1, 1)), (1, 1)
-
-
-_INPUT_ARITY: dict[str, tuple[int, int | None]] = {
-    **{t: (2, 2) for t in BINARY_TYPES}, "matmul": (2, 2), "linear": (2, 3),
-    "conv2d": (2, 3), "layernorm": (1, 3), "rmsnorm": (1, 2), "concat": (1, None),
-    "embedding": (2, 2),
-}
-
-
 class ShapeError(ValueError):
     """An op's input shapes or attributes do not fit together; the message says how."""
 
@@ -139,10 +110,18 @@ Shape = list[int]
 
 def infer_shape(op_type: str, attrs: Attrs, inputs: Sequence[Shape]) -> Shape | None:
     """The output shape the op produces from these inputs; None when it is not checked."""
-    if op_type in UNARY_TYPES or op_type in ("softmax", "layernorm", "rmsnorm"):
-        return _same_as_first(op_type, attrs, inputs)
-    rule = _INFER.get(op_type)
-    return rule(attrs, inputs) if rule else None
+    return SPECS[op_type].infer(attrs, inputs)
+
+
+def attrs_model(op_type: str) -> type[Attrs]:
+    """The attribute model of an op type."""
+    return SPECS[op_type].attrs
+
+
+def arity(op_type: str) -> tuple[tuple[int, int | None], tuple[int, int | None]]:
+    """((min, max) inputs, (min, max) outputs); None means unbounded."""
+    spec = SPECS[op_type]
+    return spec.inputs, spec.outputs
 
 
 def normalize_dim(dim: int, rank: int, what: str = "dim") -> int:
@@ -151,11 +130,11 @@ def normalize_dim(dim: int, rank: int, what: str = "dim") -> int:
     return dim % rank
 
 
-def _same_as_first(op_type: str, attrs: Attrs, inputs: Sequence[Shape]) -> Shape:
+def _same_as_first(attrs: Attrs, inputs: Sequence[Shape]) -> Shape:
     x = inputs[0]
     if isinstance(attrs, SoftmaxAttrs):
         normalize_dim(attrs.dim, len(x))
-    if op_type in ("layernorm", "rmsnorm"):
+    if isinstance(attrs, NormAttrs):
         for i, p in enumerate(inputs[1:], 1):
             if p[-1] != x[-1] or math.prod(p) != x[-1]:
                 raise ShapeError(f"input {i} (scale/shift) has shape {p}; it must hold "
@@ -287,11 +266,40 @@ def _embedding(_: Attrs, inputs: Sequence[Shape]) -> Shape:
     return [*idx, table[1]]
 
 
-_INFER: dict[str, Callable[[Attrs, Sequence[Shape]], Shape | None]] = {
-    "matmul": lambda a, i: _matmul(a, i, linear=False),  # type: ignore[arg-type]
-    "linear": lambda a, i: _matmul(a, i, linear=True),  # type: ignore[arg-type]
-    "conv2d": _conv2d, **{t: _pool for t in POOL_TYPES},  # type: ignore[dict-item]
-    **{t: _broadcast for t in BINARY_TYPES}, **{t: _reduce for t in REDUCE_TYPES},  # type: ignore[dict-item]
-    "concat": _concat, "permute": _permute, "transpose": _transpose,  # type: ignore[dict-item]
-    "slice": _slice, "reshape": _reshape, "embedding": _embedding,  # type: ignore[dict-item]
+def _unchecked(_: Attrs, inputs: Sequence[Shape]) -> None:
+    return None  # opaque: its declared outputs are taken as they are
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What the graph format knows of one op type: its output shape from its inputs
+    (``infer``; None when checked otherwise), its attributes and its arity ((min, max),
+    None unbounded). The solver's op library (``solver/layout/ops.py: FAMILIES``) holds
+    the rest; ``tests/test_op_registry.py`` checks every type has every part."""
+
+    infer: Callable[[Any, Sequence[Shape]], Shape | None]
+    attrs: type[Attrs] = NoAttrs
+    inputs: tuple[int, int | None] = (1, 1)
+    outputs: tuple[int, int | None] = (1, 1)
+
+
+SPECS: dict[str, OpSpec] = {
+    **{t: OpSpec(_same_as_first) for t in UNARY_TYPES},
+    **{t: OpSpec(_broadcast, inputs=(2, 2)) for t in BINARY_TYPES},
+    **{t: OpSpec(_reduce, ReduceAttrs) for t in REDUCE_TYPES},
+    **{t: OpSpec(_pool, PoolAttrs) for t in POOL_TYPES},
+    "matmul": OpSpec(partial(_matmul, linear=False), MatmulAttrs, (2, 2)),
+    "linear": OpSpec(partial(_matmul, linear=True), MatmulAttrs, (2, 3)),
+    "conv2d": OpSpec(_conv2d, Conv2dAttrs, (2, 3)),
+    "softmax": OpSpec(_same_as_first, SoftmaxAttrs),
+    "layernorm": OpSpec(_same_as_first, NormAttrs, (1, 3)),
+    "rmsnorm": OpSpec(_same_as_first, NormAttrs, (1, 2)),
+    "concat": OpSpec(_concat, ConcatAttrs, (1, None)),
+    "reshape": OpSpec(_reshape),
+    "permute": OpSpec(_permute, PermuteAttrs),
+    "transpose": OpSpec(_transpose, TransposeAttrs),
+    "slice": OpSpec(_slice, SliceAttrs),
+    "embedding": OpSpec(_embedding, inputs=(2, 2)),
+    "opaque": OpSpec(_unchecked, OpaqueAttrs, (0, None), (1, None)),
 }
+OP_TYPES: tuple[str, ...] = tuple(SPECS)

@@ -47,10 +47,14 @@ DEFAULT_MAX_CONFIGS = 64
 # Model assumption: each extra block along K (or along the conv activation height)
 # costs a synchronisation; 0.1 / block_tiles of the compute time.
 BLOCK_SYNC_OVERHEAD = 0.1
-# Model assumption: vector-unit cycles per 32x32 output tile.
+# Model assumption: vector-unit cycles per 32x32 output tile, for every elementwise type
+# (and "reduce", per input tile of a reduction); no default, so a new elementwise type
+# must state its own (``tests/test_op_registry.py``).
+TRANSCENDENTAL = ("gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
+                  "reciprocal")
 SFPU_CYCLES = {"relu": 32, "neg": 32, "abs": 32, **{t: 32 for t in BINARY_TYPES},
+               **{t: 96 for t in TRANSCENDENTAL},
                "softmax": 320, "layernorm": 256, "rmsnorm": 192, "reduce": 64}
-TRANSCENDENTAL_CYCLES = 96
 ACCEPT_SHARDED_ALTERNATIVES = 4  # sharded inputs offered to ops whose output is interleaved
 
 
@@ -199,7 +203,7 @@ def fidelity(sig: OpSig) -> str:
 
 
 def sfpu_cycles(op_type: str) -> int:
-    return SFPU_CYCLES.get(op_type, TRANSCENDENTAL_CYCLES)
+    return SFPU_CYCLES[op_type]
 
 
 class Eltwise(Family):

@@ -1,0 +1,72 @@
+"""Every layout op type has every part: its graph-format spec (shape rule, attributes,
+arity: ``models/layout_ops.py: SPECS``), its op-library family (legality, configurations,
+cost, scratch: ``solver/layout/ops.py: FAMILIES``), vector cycles where it computes
+elementwise, and a row in the op table of docs/layout-format.md. The check is a function
+so that a registry with a part missing is shown to fail it."""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from models.layout_ops import OP_TYPES, SPECS, Activation, Attrs, OpSpec
+from solver.layout.ops import FAMILIES, SFPU_CYCLES, Eltwise, Family
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "layout-format.md"
+
+
+def documented_types(doc: str) -> set[str]:
+    """The op types named in the first column of the doc's op table."""
+    table = doc.split("Op types, their operands and attributes", 1)[1].split("\n\n", 2)[1]
+    return {name for row in table.splitlines()[2:]
+            for name in re.findall(r"[a-z_0-9]+", row.split("|")[1])}
+
+
+def missing_parts(specs: Mapping[str, OpSpec], families: Mapping[str, Family],
+                  cycles: Mapping[str, int], doc: str) -> list[str]:
+    """What each op type lacks, as 'type: part' lines (empty when complete)."""
+    documented = documented_types(doc)
+    missing = []
+    for t in sorted(set(specs) | set(families)):
+        spec = specs.get(t)
+        if spec is None or not callable(spec.infer) or not issubclass(spec.attrs, Attrs):
+            missing.append(f"{t}: graph-format spec (shape rule, attributes, arity)")
+        if t not in families:
+            missing.append(f"{t}: op-library family (legality, configurations, cost, scratch)")
+        elif isinstance(families[t], Eltwise) and t not in cycles:
+            missing.append(f"{t}: vector cycles per tile")
+        if t not in documented:
+            missing.append(f"{t}: a row in the op table of docs/layout-format.md")
+    missing += [f"activation {a}: vector cycles per tile"
+                for a in typing.get_args(Activation) if a not in cycles]
+    return missing
+
+
+def test_every_op_type_has_every_part() -> None:
+    assert OP_TYPES == tuple(SPECS)
+    assert missing_parts(SPECS, FAMILIES, SFPU_CYCLES, DOC.read_text()) == []
+
+
+@pytest.mark.parametrize("part", ["spec", "family", "cycles", "doc"])
+def test_a_type_with_a_part_missing_is_reported(part: str) -> None:
+    specs, families, cycles = dict(SPECS), dict(FAMILIES), dict(SFPU_CYCLES)
+    doc = DOC.read_text()
+    if part == "spec":
+        del specs["tanh"]
+    elif part == "family":
+        del families["tanh"]
+    elif part == "cycles":
+        del cycles["tanh"]
+    else:
+        doc = doc.replace(" tanh ", " ")
+    (line,) = missing_parts(specs, families, cycles, doc)
+    assert line.startswith("tanh: ")
+
+
+def test_the_doc_table_is_read_whole() -> None:
+    assert {"relu", "max_pool2d", "avg_pool2d", "layernorm", "rmsnorm", "opaque",
+            "reduce_max"} <= documented_types(DOC.read_text())
