@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import segments_table  # noqa: E402
+from models.errors import InputValidationError  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import BASELINE_POLICIES, lns  # noqa: E402
 from solver.layout.evaluate import evaluate  # noqa: E402
@@ -77,7 +78,10 @@ def main() -> None:
     started = meta()
     rows = []
     for sizes in args.sizes:
-        rows.append(run(args.graph, sizes, args.time_limit, args.workers, args.device))
+        try:
+            rows.append(run(args.graph, sizes, args.time_limit, args.workers, args.device))
+        except InputValidationError as exc:  # e.g. weights beyond the device's DRAM
+            raise SystemExit(f"{args.graph}: {exc.issues[0].msg}") from None
         print(json.dumps(rows[-1]), flush=True)
     print(segments_table(rows))
     write_results(args.out, started, rows, time_limit_s=args.time_limit,

@@ -16,9 +16,10 @@ from app.main import create_app
 from app.settings import Settings
 from models.device import PRESETS
 from models.errors import InputValidationError
-from models.layout import parse_graph
+from models.layout import TimelineStep, parse_graph
 from solver.layout import solve
 from solver.layout.dram_capacity import dram_need
+from solver.layout.evaluate import evaluate
 from solver.layout.problem import analyze, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,12 +65,6 @@ def test_a_device_one_byte_short_rejects_the_graph_with_the_numbers() -> None:
     assert solve(unchecked, "greedy").status == "feasible"
 
 
-def test_the_presets_hold_their_published_dram() -> None:
-    assert PRESETS["wormhole_n150"].dram_size_bytes == 12 * 2**30
-    assert PRESETS["wormhole_n300"].dram_size_bytes == 12 * 2**30
-    assert PRESETS["blackhole_p150"].dram_size_bytes == 32 * 2**30
-
-
 def test_llama_8b_is_rejected_on_a_wormhole_and_fits_a_blackhole(tmp_path: Path) -> None:
     """14.0 GB of bf16 weights: more than a Wormhole's 12 GiB, less than a p150's 32 GiB
     (the graph names the p150 as its device)."""
@@ -95,3 +90,42 @@ def test_the_api_answers_422_naming_the_rule(tmp_path: Path) -> None:
         ok = client.post("/v1/layout/solve?solver=greedy", json={**GRAPH,
                                                                  "device": _device(2**30)})
         assert ok.status_code == 200, ok.text
+
+
+# Two chains from x [32, 2048] (131,072 B): relu to a same-size tensor, then a reduction to
+# one tile (2,048 B), joined by an add. In the graph's order (p1 p2 q1 q2 c) the fullest
+# step holds x, Q and the two small tensors: 266,240 B. A plan that runs both relus first
+# holds x, P and Q at once (393,216 B), and p too at its next step (395,264 B).
+CHAINS = {
+    "format": "layoutsat-graph", "version": 1, "name": "two-chains",
+    "tensors": [{"name": "x", "shape": [32, 2048], "dtype": "bf16", "kind": "input"},
+                *({"name": n, "shape": [32, 2048], "dtype": "bf16"} for n in ("P", "Q")),
+                *({"name": n, "shape": [32, 1], "dtype": "bf16"} for n in ("p", "q", "out"))],
+    "ops": [{"name": "p1", "type": "relu", "inputs": ["x"], "outputs": ["P"]},
+            {"name": "p2", "type": "reduce_sum", "inputs": ["P"], "outputs": ["p"],
+             "attrs": {"dims": [1]}},
+            {"name": "q1", "type": "relu", "inputs": ["x"], "outputs": ["Q"]},
+            {"name": "q2", "type": "reduce_sum", "inputs": ["Q"], "outputs": ["q"],
+             "attrs": {"dims": [1]}},
+            {"name": "c", "type": "add", "inputs": ["p", "q"], "outputs": ["out"]}],
+    "outputs": ["out"],
+}
+
+
+def test_the_evaluator_checks_a_plans_dram_on_its_own_schedule() -> None:
+    graph = parse_graph({**CHAINS, "device": _device(266_240)})
+    problem = analyze(graph, resolve_device(graph))
+    assert max(dram_need(problem)) == 266_240
+    plan = solve(graph, "dram")
+    assert plan.status == "feasible" and evaluate(problem, plan).valid
+    order = ["p1", "q1", "p2", "q2", "c"]
+    by_op = {s.op: s.bytes_per_core for s in plan.l1_timeline}
+    reordered = plan.model_copy(update={"schedule": order, "l1_timeline": [
+        TimelineStep(step=k, op=op, bytes_per_core=by_op[op]) for k, op in enumerate(order)]})
+    verdict = evaluate(problem, reordered)
+    assert [(v.kind, v.where) for v in verdict.violations] == [("dram.exceeded", "step 1")]
+    assert "DRAM holds 393,216 bytes while 'q1' runs; small-dram has 266,240" in (
+        verdict.violations[0].msg)
+    roomy = parse_graph({**CHAINS, "device": _device(395_264)})
+    assert evaluate(analyze(roomy, resolve_device(roomy)), reordered.model_copy(
+        update={"device": resolve_device(roomy)})).violations == []

@@ -43,6 +43,8 @@ def missing_parts(specs: Mapping[str, OpSpec], families: Mapping[str, Family],
             missing.append(f"{t}: a row in the op table of docs/layout-format.md")
     missing += [f"activation {a}: vector cycles per tile"
                 for a in typing.get_args(Activation) if a not in cycles]
+    missing += [f"{key}: vector cycles per tile (used by reductions and pooling)"
+                for key in ("reduce", "add") if key not in cycles]
     return missing
 
 

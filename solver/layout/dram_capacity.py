@@ -1,14 +1,15 @@
-"""DRAM capacity: a graph is admitted only when every plan of it fits the device's DRAM.
+"""DRAM capacity: a graph is admitted only when its plans fit the device's DRAM.
 
 Graph inputs and constants (weights) live in DRAM for the whole run. An activation lives
 from its producer's step to its last consumer's (a graph output to the end), in its home
 and in any copy. DRAM has one configuration (interleaved), so a plan holds a tensor in
-DRAM at most once: its home, a copy to DRAM or its spill. Every plan therefore uses at
-most, at each step, the constants and inputs plus every activation live then; when that
-fits at every step no plan can overflow DRAM and the solvers need no DRAM constraint.
-When it does not fit, the graph is rejected with the numbers: conservative only while
-the excess is below what L1 could hold instead (96 MB on a Wormhole n150 against its
-12 GiB).
+DRAM once (its home, a copy to DRAM or its spill) unless it both spills it and copies it
+there. A plan on the graph's op order (``cpsat``, ``greedy``) therefore uses at most, at
+each step, the constants and inputs plus every activation live then; when that fits, the
+solvers need no DRAM constraint, and the evaluator checks each plan's own DRAM on its own
+schedule for the rest (``evaluate._check_dram``). When it does not fit, the graph is
+rejected with the numbers: conservative only while the excess is below what L1 could
+hold instead (84.8 MB of usable L1 on a Wormhole n150 against its 12 GiB).
 """
 
 from __future__ import annotations

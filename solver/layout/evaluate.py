@@ -79,6 +79,7 @@ def evaluate(problem: LayoutProblem, plan: LayoutPlan) -> Evaluation:
     copies = _check_copies(c)
     _check_reads(c, copies)
     _check_capacity(c, copies)
+    _check_dram(c, copies)
     if not close(plan.total_latency_us, c.total):
         c.add("total.mismatch", "total_latency_us", f"reported {plan.total_latency_us!r} us "
               f"but ops, copies and spills add up to {c.total!r} us")
@@ -307,3 +308,49 @@ def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) 
         wrong = [k for k in range(n) if reported.get(k) != used[k]][:5]
         c.add("timeline.mismatch", "l1_timeline", f"the reported L1 timeline differs from the "
               f"recomputed one at steps {wrong} (first five shown)")
+
+
+def _check_dram(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> None:
+    """The plan's own DRAM use on its own schedule: inputs and constants all run, a DRAM
+    home from its producer to its last use, a spilled L1 home from after its spill, a copy
+    to DRAM from its step to its last reader; at most the device's ``dram_size_bytes``
+    (the admission check bounds this for plans on the graph's order; a plan on another
+    order, or holding a tensor in DRAM twice, is checked here)."""
+    capacity = c.problem.device.dram_size_bytes
+    n = len(c.plan.schedule)
+    if capacity is None or not n:
+        return
+    change = [0] * (n + 1)
+
+    def hold(first: int, last: int, size: int) -> None:
+        first, last = max(first, 0), min(last, n - 1)
+        if first <= last:
+            change[first] += size
+            change[last + 1] -= size
+
+    for name, info in c.problem.tensors.items():
+        size = info.geom.total_bytes
+        if info.producer is None:
+            hold(0, n - 1, size)
+            continue
+        if info.producer not in c.step:
+            continue
+        start = c.step[info.producer]
+        last = n - 1 if info.is_output else max(
+            (c.step[op] for op, _ in info.consumers if op in c.step), default=start)
+        spill = c.spill_step(name)
+        if not c.home(name).is_l1:
+            hold(start, last, size)
+        elif spill is not None:
+            hold(spill + 1, last, size)
+    for cp, _, dst in copies:
+        if not dst.is_l1:
+            end = max((c.step.get(op, cp.step) for op in cp.consumers), default=cp.step)
+            hold(cp.step, end, c.problem.tensors[cp.tensor].geom.total_bytes)
+    used = 0
+    for k in range(n):
+        used += change[k]
+        if used > capacity:
+            c.add("dram.exceeded", f"step {k}", f"DRAM holds {used:,} bytes while "
+                  f"'{c.plan.schedule[k]}' runs; {c.problem.device.name} has {capacity:,}")
+            return
