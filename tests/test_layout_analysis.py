@@ -251,6 +251,13 @@ def test_dram_reads_are_limited_by_the_cores_reading():
     assert build_candidate(ADD, h4, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 96_000)
     assert build_candidate(ADD, H12, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 288_000)
     assert build_candidate(ADD, DRAM, {}, WH).write_us == pytest.approx(nbytes / 288_000)
+    # an interleaved output of 4 tiles runs on 4 cores: 4 banks' share for its DRAM reads
+    small = sig("add", [([64, 64],), ([64, 64],)], ([64, 64],))
+    assert build_candidate(small, DRAM, {}, WH).accepts[0][DRAM] == pytest.approx(
+        4 * 2048 / 96_000)
+    # and its spill from L1-interleaved is written by those 4 cores (one tile each)
+    assert cost.copy_us(WH, Geometry.of([64, 64], "bf16"), L1_INTERLEAVED, DRAM) == (
+        pytest.approx(2.0 + 2048 / 32_000 + 4 * 2048 / 96_000))
 
 
 def test_matmul_compute_by_hand():

@@ -58,8 +58,9 @@ def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) 
     sides set the time. The copy is a separate op and pays the dispatch overhead.
     """
     t = device.dispatch_overhead_us
-    movers = min(cores_of(cfg, device.cores) for cfg in (src, dst) if cfg.is_l1) if (
-        src.is_l1 or dst.is_l1) else device.cores
+    movers = min(cores_of(cfg, device.cores) if cfg.is_sharded else geom.tiles
+                 for cfg in (src, dst) if cfg.is_l1) if src.is_l1 or dst.is_l1 else geom.tiles
+    movers = min(movers, device.cores)  # an interleaved side: one core per tile at most
     for cfg in (src, dst):
         if cfg.is_l1:
             t += noc_us(device, geom.bytes_per_core(cfg, device.cores))

@@ -533,7 +533,8 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         return reason
     family = FAMILIES[sig.type]
     accepts = []
-    cores = cores_of(out, device.cores)
+    # an interleaved or DRAM output spreads its tiles over the cores, at most one core each
+    cores = cores_of(out, device.cores) if out.is_sharded else min(device.cores, sig.out.tiles)
     for i, operand in enumerate(sig.inputs):
         ok = {m: cost.access_us(device, operand.geom, m, cores)
               for m in family.input_options(sig, out, i, device)
