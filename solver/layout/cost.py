@@ -50,6 +50,12 @@ def access_us(device: DeviceSpec, geom: Geometry, cfg: MemConfig, cores: int) ->
     return l1_us(device, per_core) if cfg.is_sharded else noc_us(device, per_core)
 
 
+def working_cores(device: DeviceSpec, geom: Geometry, cfg: MemConfig) -> int:
+    """Cores that handle a tensor held in ``cfg``: its grid when sharded, else one core per
+    tile up to every core."""
+    return cores_of(cfg, device.cores) if cfg.is_sharded else min(device.cores, geom.tiles)
+
+
 def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) -> float:
     """A reshard, spill or reload: every byte is read from ``src`` and written to ``dst``.
 
@@ -58,9 +64,8 @@ def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) 
     sides set the time. The copy is a separate op and pays the dispatch overhead.
     """
     t = device.dispatch_overhead_us
-    movers = min(cores_of(cfg, device.cores) if cfg.is_sharded else geom.tiles
-                 for cfg in (src, dst) if cfg.is_l1) if src.is_l1 or dst.is_l1 else geom.tiles
-    movers = min(movers, device.cores)  # an interleaved side: one core per tile at most
+    movers = min((working_cores(device, geom, cfg) for cfg in (src, dst) if cfg.is_l1),
+                 default=working_cores(device, geom, src))
     for cfg in (src, dst):
         if cfg.is_l1:
             t += noc_us(device, geom.bytes_per_core(cfg, device.cores))

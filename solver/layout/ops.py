@@ -533,8 +533,7 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         return reason
     family = FAMILIES[sig.type]
     accepts = []
-    # an interleaved or DRAM output spreads its tiles over the cores, at most one core each
-    cores = cores_of(out, device.cores) if out.is_sharded else min(device.cores, sig.out.tiles)
+    cores = cost.working_cores(device, sig.out, out)
     for i, operand in enumerate(sig.inputs):
         ok = {m: cost.access_us(device, operand.geom, m, cores)
               for m in family.input_options(sig, out, i, device)
