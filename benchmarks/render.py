@@ -102,6 +102,16 @@ def scale_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def calibration_table(groups: list[Row]) -> str:
+    """One line per group of published matmuls of ``benchmarks/calibrate.py``."""
+    lines = ["| device, source, config, dtype/fidelity | matmuls | model / measured (geomean) | "
+             "min | max |", "|---|---|---|---|---|"]
+    for g in groups:
+        lines.append(f"| {g['group']} | {g['count']} | {g['geomean_ratio']:.2f} | "
+                     f"{g['min_ratio']:.2f} | {g['max_ratio']:.2f} |")
+    return "\n".join(lines)
+
+
 # --- fusion: benchmarks/fusion.py ------------------------------------------------------
 
 FUSION_MODES = ("per_native_k", "per_op")
@@ -254,6 +264,7 @@ TABLES = {
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
     "load": Table("load.json", load_table),
     "iopddl": Table("iopddl.json", lambda d: iopddl_table(d["rows"])),
+    "calibration": Table("calibration.json", lambda d: calibration_table(d["summary"])),
 }
 
 

@@ -53,8 +53,15 @@ class DeviceSpec(BaseModel):
         description="cycles of one 32x32x32 tile matmul per math fidelity")
     matmul_utilization: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.7, description="share of peak matmul throughput reached in practice")
+    unpack_bytes_per_cycle: Rate | None = Field(
+        default=None, description="operand bytes the unpackers feed the matrix unit per "
+        "cycle: a tile matmul takes at least (in0 + in1 tile bytes) / this many cycles "
+        "(null: no such bound)")
     dispatch_overhead_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
-        description="fixed cost of launching one op (and one reshard or spill), microseconds")
+        description="host time to launch one op (and one reshard or spill), microseconds")
+    op_latency_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
+        default=0.0, description="device time every op (and every reshard or spill) takes "
+        "on top of its roofline: kernel start, buffer set-up, pipeline fill, microseconds")
 
     @model_validator(mode="after")
     def _consistent(self) -> DeviceSpec:
@@ -79,10 +86,22 @@ class DeviceSpec(BaseModel):
         return math.floor(self.l1_usage_cap * (self.l1_size_bytes - self.l1_unreserved_base_bytes))
 
 
-# Tile-matmul cycles per fidelity and the 0.7 utilisation: DESIGN.md section 6
-# (HiFi4 = 64 cycles matches tt-mlir's perf-metrics peak of 65.5 TFLOP/s for an 8x8
-# Wormhole: 64 cores x 1 GHz x 2*32^3 / 64).
+# Tile-matmul cycles per fidelity, the same on Wormhole and Blackhole (tt-metal
+# tech_reports/matrix_engine and GEMM_FLOPS: 8x16 x 16x16 per cycle, LoFi 16 cycles per
+# 32x32x32 tile, HiFi2 32, HiFi3 48, HiFi4 64). Blackhole's higher throughput comes from
+# its clock and its 130 worker cores (the p150's 774 TFLOPS BLOCKFP8 = 140 cores x 1.35
+# GHz x 4096 FLOP per cycle, i.e. LoFi; its 372 "16-bit" TFLOPS is the HiFi2 rate, where
+# Wormhole's 74 FP16 TFLOPS per n150 is quoted at HiFi4).
 _TILE_MATMUL_CYCLES: dict[Fidelity, int] = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
+# Fitted to tt-metal's published GEMM_FLOPS matmul timings (benchmarks/calibration,
+# docs/layout-format.md "Calibration"): tuned matmuls reach up to 92% of the matrix unit's
+# peak on both chips (WH HiFi4 92.4%), and a bf16 tile matmul is bounded by unpacking its
+# two operand tiles at about 96 B/cycle on Wormhole and 128 B/cycle on Blackhole (bf16
+# HiFi2 peaks near 65% on Wormhole, 89% on Blackhole).
+_MATMUL_UTILIZATION = 0.92
+# tt-metal #33758: a one-tile elementwise op (addcdiv) runs 3.85 us of device kernel time;
+# every op and copy pays this device latency on top of its roofline and host dispatch.
+_OP_LATENCY_US = 4.0
 
 _WORMHOLE_CHIP = dict(
     # tt-mlir system descriptors (wormhole_b0): grid = 8x8, l1_size = 1499136,
@@ -107,9 +126,11 @@ _WORMHOLE_CHIP = dict(
     # Model assumption: local L1 reads by the unpackers at twice the NoC link width.
     l1_bytes_per_cycle=64.0,
     tile_matmul_cycles=_TILE_MATMUL_CYCLES,
-    matmul_utilization=0.7,
+    matmul_utilization=_MATMUL_UTILIZATION,
+    unpack_bytes_per_cycle=96.0,
     # Model assumption: host dispatch of one cached program, microseconds.
     dispatch_overhead_us=2.0,
+    op_latency_us=_OP_LATENCY_US,
 )
 
 PRESETS: dict[str, DeviceSpec] = {
@@ -139,8 +160,10 @@ PRESETS: dict[str, DeviceSpec] = {
         # ("more L1 bandwidth", tt-isa-documentation BlackholeA0/TensixTile).
         l1_bytes_per_cycle=128.0,
         tile_matmul_cycles=_TILE_MATMUL_CYCLES,
-        matmul_utilization=0.7,
+        matmul_utilization=_MATMUL_UTILIZATION,
+        unpack_bytes_per_cycle=128.0,
         dispatch_overhead_us=2.0,  # model assumption, as for Wormhole
+        op_latency_us=_OP_LATENCY_US,
     ),
 }
 DEFAULT_DEVICE = "wormhole_n150"

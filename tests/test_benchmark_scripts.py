@@ -31,6 +31,7 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("segments.py", [GRAPH, "--sizes", "0"], "every segment size must be at least 1"),
     ("segments.py", ["no/such/graph.json"], "no graph file at no/such/graph.json"),
     ("segments.py", [GRAPH, "--time-limit", "0"], "--time-limit must be positive"),
+    ("calibrate.py", ["--table", "no/such.csv"], "no calibration table at no/such.csv"),
     ("fusion.py", ["--benchmarks", "no/such/dir"], "no benchmark directory at no/such/dir"),
     ("fusion.py", ["--benchmarks", "benchmarks"], "no mlsys-2026-*.json file in benchmarks"),
     ("fusion.py", ["--benchmarks", "../shared/mlsys2026/bad"], "expected a name mlsys-2026-"),

@@ -102,15 +102,19 @@ def test_valid_and_never_worse_than_any_baseline(path, device):
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_is_proven_optimal_and_beats_every_baseline(path):
+def test_every_example_is_proven_optimal_at_the_default_limit(path):
     """Issue 6's bar: each example graph (4-42 ops) on both presets, default 10 s limit
-    (BENCHMARKS.md: proofs in 0.3-2.5 s on the 2-core machine)."""
+    (BENCHMARKS.md: proofs within a few seconds on the 2-core machine). Where a baseline's
+    plan is itself optimal (resnet50-bottleneck's single chain: DF sharding's), the proof
+    says so; everywhere else the optimum is strictly faster."""
     graph = parse_graph(load(path))
     for device in PRESET_PAIR:
         plan = solve(graph, "cpsat", device)
         assert plan.status == "optimal" and plan.stats.gap == 0
         best = min(solve(graph, b, device).total_latency_us for b in BASELINES)
-        assert plan.total_latency_us < best
+        assert plan.total_latency_us <= best + 1e-9
+        if path.stem != "resnet50-bottleneck":
+            assert plan.total_latency_us < best
 
 
 def test_a_limit_too_short_for_any_search_still_answers_the_best_baseline():
@@ -193,7 +197,7 @@ def test_segment_search_improves_a_decoder_layer_and_keeps_it_valid():
 
 
 def test_explanation_names_the_decisions_that_differ_from_the_best_baseline():
-    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "resnet50-bottleneck")))
+    graph = parse_graph(load(next(p for p in EXAMPLES if p.stem == "llama-decoder-layer")))
     plan = solve(graph, "cpsat", "wormhole_n150", explain=True)
     e = plan.explanation
     baselines = {b: solve(graph, b, "wormhole_n150") for b in BASELINES}

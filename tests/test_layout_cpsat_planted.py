@@ -105,22 +105,23 @@ def test_an_early_reshard_unlocks_a_faster_configuration_downstream():
 
 
 def test_a_late_spill_beats_an_early_one():
-    """``t`` is read by four ops in a row, then only at the very end, after an L1-hungry
-    chain. Spilling it right after it is made (as chain-based sharding does) sends all
-    four reads to DRAM; keeping it forces the chain out of L1. The optimum spills it late,
-    after its early readers used the L1 copy; moving that spill early costs more."""
-    ts = [tensor("x", ACTIVATION, "input"), tensor("t", ACTIVATION)]
+    """``t`` (2 MiB) is read by four ops in a row, then only at the very end, after an
+    L1-hungry chain. Spilling it right after it is made (as chain-based sharding does)
+    sends all four reads to DRAM; keeping it forces the chain out of L1. The optimum
+    spills it later, after a reader used the L1 copy; moving that spill early costs more."""
+    big = [1, 1024, 1024]
+    ts = [tensor("x", big, "input"), tensor("t", big)]
     ops = [op("a", "relu", ["x"], ["t"])]
     prev = "t"
     for i in range(4):
-        ts.append(tensor(f"u{i}", ACTIVATION))
+        ts.append(tensor(f"u{i}", big))
         ops.append(op(f"B{i}", "mul", [prev, "t"], [f"u{i}"]))
         prev = f"u{i}"
-    last = chain(ts, ops, prev, "d", 4, ACTIVATION)
-    ts.append(tensor("out", ACTIVATION))
+    last = chain(ts, ops, prev, "d", 4, big)
+    ts.append(tensor("out", big))
     ops.append(op("join", "add", [last, "t"], ["out"]))
     g = graph("late-spill", ts, ops, ["out"])
-    device = with_usable_l1(g, 28_000)
+    device = with_usable_l1(g, 100_000)
     plans = solve_all(g, device)
     assert [(s.tensor, s.step) for s in plans["dfsharding"].spills if s.tensor == "t"] == [
         ("t", 0)]

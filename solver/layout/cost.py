@@ -61,9 +61,9 @@ def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) 
 
     DRAM sides move all bytes through the DRAM bandwidth that the L1 side's cores reach;
     L1 sides move each core's share of the bytes over the NoC, so the grids on both
-    sides set the time. The copy is a separate op and pays the dispatch overhead.
+    sides set the time. The copy is a separate op and pays the fixed cost of one (``fixed_us``).
     """
-    t = device.dispatch_overhead_us
+    t = fixed_us(device)
     movers = min((working_cores(device, geom, cfg) for cfg in (src, dst) if cfg.is_l1),
                  default=working_cores(device, geom, src))
     for cfg in (src, dst):
@@ -74,6 +74,18 @@ def copy_us(device: DeviceSpec, geom: Geometry, src: MemConfig, dst: MemConfig) 
     return t
 
 
-def matmul_cycles(device: DeviceSpec, tile_matmuls_per_core: float, fidelity: str) -> float:
-    """Cycles of the matrix unit on one core at the realistic utilisation."""
-    return tile_matmuls_per_core * device.tile_matmul_cycles[fidelity] / device.matmul_utilization
+def matmul_cycles(device: DeviceSpec, tile_matmuls_per_core: float, fidelity: str,
+                  operand_tile_bytes: int) -> float:
+    """Cycles of the matrix unit on one core at the realistic utilisation: each tile
+    matmul takes its fidelity's cycles, or the time to unpack its two operand tiles
+    (``operand_tile_bytes``) when that is longer."""
+    per_tile: float = device.tile_matmul_cycles[fidelity]  # type: ignore[index]
+    if device.unpack_bytes_per_cycle is not None:
+        per_tile = max(per_tile, operand_tile_bytes / device.unpack_bytes_per_cycle)
+    return tile_matmuls_per_core * per_tile / device.matmul_utilization
+
+
+def fixed_us(device: DeviceSpec) -> float:
+    """What every op and every copy costs besides its roofline: host dispatch plus the
+    device's fixed op latency."""
+    return device.dispatch_overhead_us + device.op_latency_us

@@ -150,23 +150,23 @@ def _op_latency(problem: LayoutProblem, m: cp_model.CpModel, x: dict, r: dict,
         # Unconditional forms of the two bounds below, tight in the LP relaxation: compute
         # by the chosen candidate; memory by its write plus each operand's cheapest read
         # from the configuration it is read from.
-        m.add(lat >= sum(ns(c.compute_us + c.dispatch_us) * x[op, j]
+        m.add(lat >= sum(ns(c.compute_us + c.fixed_us) * x[op, j]
                          for j, c in enumerate(cands)))
         cheapest: dict[tuple[int, MemConfig], float] = {}
         for c in cands:
             for i, acc in enumerate(c.accepts):
                 for cfg, us in acc.items():
                     cheapest[i, cfg] = min(us, cheapest.get((i, cfg), us))
-        m.add(lat >= sum(ns(c.write_us + c.dispatch_us) * x[op, j] for j, c in enumerate(cands))
+        m.add(lat >= sum(ns(c.write_us + c.fixed_us) * x[op, j] for j, c in enumerate(cands))
               + sum(ns(us) * r[op, i, cfg] for (i, cfg), us in cheapest.items()))
     for j, c in enumerate(cands):
         if c.measured_us is not None:
             m.add(lat >= ns(c.measured_us)).only_enforce_if(x[op, j])
             continue
-        m.add(lat >= ns(c.compute_us + c.dispatch_us)).only_enforce_if(x[op, j])
+        m.add(lat >= ns(c.compute_us + c.fixed_us)).only_enforce_if(x[op, j])
         reads = sum(ns(us) * r[op, i, cfg] for i, acc in enumerate(c.accepts)
                     for cfg, us in acc.items())
-        m.add(lat >= ns(c.write_us + c.dispatch_us) + reads).only_enforce_if(x[op, j])
+        m.add(lat >= ns(c.write_us + c.fixed_us) + reads).only_enforce_if(x[op, j])
     return lat
 
 
@@ -175,14 +175,14 @@ def _least(c) -> float:
     if c.measured_us is not None:
         return c.measured_us
     return max(c.compute_us, c.write_us + sum(min(a.values()) for a in c.accepts)) \
-        + c.dispatch_us
+        + c.fixed_us
 
 
 def _worst(c) -> float:
     if c.measured_us is not None:
         return c.measured_us
     return max(c.compute_us, c.write_us + sum(max(a.values()) for a in c.accepts)) \
-        + c.dispatch_us + 1
+        + c.fixed_us + 1
 
 
 def _tensor_terms(problem: LayoutProblem, m: cp_model.CpModel, t: str,

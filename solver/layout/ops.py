@@ -44,9 +44,14 @@ from solver.layout.memory import (
 )
 
 DEFAULT_MAX_CONFIGS = 64
-# Model assumption: each extra block along K (or along the conv activation height)
-# costs a synchronisation; 0.1 / block_tiles of the compute time.
+# Model assumption: each block along the conv activation height costs a
+# synchronisation; 0.1 / block_tiles of the compute time.
 BLOCK_SYNC_OVERHEAD = 0.1
+# Each in0 block along K is read (or multicast) and handed over with a semaphore
+# round trip before its tiles are multiplied: 400 cycles per K block, fitted with the
+# presets' matmul_utilization, unpack rate and op latency to the 161 matmuls of
+# benchmarks/calibration (tt-metal tech_reports/GEMM_FLOPS); see docs/layout-format.md.
+K_BLOCK_SYNC_CYCLES = 400
 # Model assumption: vector-unit cycles per 32x32 output tile, for every elementwise type
 # (and "reduce", per input tile of a reduction); no default, so a new elementwise type
 # must state its own (``tests/test_op_registry.py``).
@@ -96,7 +101,7 @@ class Candidate:
 
     ``accepts[i]`` maps each memory configuration operand ``i`` may be read from to
     the time that read takes; the latency of the op is
-    ``max(compute_us, write_us + sum of the operand read times) + dispatch_us``,
+    ``max(compute_us, write_us + sum of the operand read times) + fixed_us``,
     or ``measured_us`` when the user measured this configuration.
     """
 
@@ -107,7 +112,7 @@ class Candidate:
     cb_bytes_per_core: int
     compute_us: float
     write_us: float
-    dispatch_us: float
+    fixed_us: float
     program: dict[str, int | str | bool] = field(default_factory=dict)
     measured_us: float | None = None
 
@@ -115,7 +120,7 @@ class Candidate:
         if self.measured_us is not None:
             return self.measured_us
         memory = self.write_us + sum(acc[m] for acc, m in zip(self.accepts, reads, strict=True))
-        return max(self.compute_us, memory) + self.dispatch_us
+        return max(self.compute_us, memory) + self.fixed_us
 
     def cores(self, device_cores: int) -> int:
         return cores_of(self.output, device_cores)
@@ -200,6 +205,11 @@ def fidelity(sig: OpSig) -> str:
         return sig.attrs.math_fidelity
     dtypes = {o.dtype for o in sig.inputs}
     return "LoFi" if "bfp4" in dtypes else "HiFi2" if "bfp8" in dtypes else "HiFi4"
+
+
+def operand_tile_bytes(sig: OpSig) -> int:
+    """Bytes of one tile of each of the two matmul operands (activation and weight)."""
+    return sig.inputs[0].geom.tile_bytes + sig.inputs[1].geom.tile_bytes
 
 
 def sfpu_cycles(op_type: str) -> int:
@@ -311,8 +321,8 @@ class Matmul(ShardedLikeOutput):
     def compute_us(self, sig, out, knobs, device) -> float:
         pm, pn = self.per_core(sig, out, device)
         kt = self.dims(sig)[2]
-        cycles = cost.matmul_cycles(device, pm * pn * kt, fidelity(sig))
-        cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.block_w(sig, out, knobs)
+        cycles = cost.matmul_cycles(device, pm * pn * kt, fidelity(sig), operand_tile_bytes(sig))
+        cycles += -(-kt // self.block_w(sig, out, knobs)) * K_BLOCK_SYNC_CYCLES
         if sig.attrs.activation:
             cycles += pm * pn * sfpu_cycles(sig.attrs.activation)
         return cost.cycles_us(device, cycles)
@@ -368,7 +378,8 @@ class Conv2d(ShardedLikeOutput):
         # TTNN shards an interleaved conv internally by height; it computes like that.
         grid = out if out.is_sharded else widest_height_sharding(sig.out, device)
         tiles = out_tiles_per_core(sig, grid, device)
-        cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig))
+        cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig),
+                                    operand_tile_bytes(sig))
         cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.act_block_tiles(sig, out, knobs, device)
         if sig.attrs.activation:
             cycles += tiles * sfpu_cycles(sig.attrs.activation)
@@ -547,7 +558,7 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         accepts=tuple(accepts), cb_bytes_per_core=cb_bytes,
         compute_us=family.compute_us(sig, out, knobs, device),
         write_us=sum(cost.access_us(device, o.geom, out, cores) for o in sig.outputs),
-        dispatch_us=device.dispatch_overhead_us,
+        fixed_us=cost.fixed_us(device),
         program=family.program(sig, out, knobs, device))
 
 

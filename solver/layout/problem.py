@@ -214,7 +214,7 @@ def _with_measurement(c: Candidate, measured: float | None) -> Candidate:
     if measured is None:
         return c
     return Candidate(c.id, c.output, c.knobs, c.accepts, c.cb_bytes_per_core, c.compute_us,
-                     c.write_us, c.dispatch_us, c.program, measured)
+                     c.write_us, c.fixed_us, c.program, measured)
 
 
 def _apply_measurements(problem: LayoutProblem) -> None:
