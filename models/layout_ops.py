@@ -281,25 +281,54 @@ class OpSpec:
     attrs: type[Attrs] = NoAttrs
     inputs: tuple[int, int | None] = (1, 1)
     outputs: tuple[int, int | None] = (1, 1)
+    onnx: tuple[str, ...] = ()
+    """The ONNX operators ``layoutsat import`` maps to this type, and the node patterns it
+    fuses into it (``pattern:<name>``); empty when no import makes it. For the unary,
+    binary, reduction and pooling types an operator named here is mapped one to one, by
+    this table (``solver/onnx_import/mapping.py``)."""
+
+
+# What ``layoutsat import`` maps to each type (OpSpec.onnx). Clip (as ReLU6), Pow (square,
+# square root) and GlobalAveragePool have mappers of their own.
+_ONNX: dict[str, tuple[str, ...]] = {
+    "relu": ("Relu", "Clip"), "gelu": ("Gelu", "pattern:gelu"), "silu": ("pattern:silu",),
+    "sigmoid": ("Sigmoid",), "tanh": ("Tanh",), "exp": ("Exp",), "log": ("Log",),
+    "sqrt": ("Sqrt", "Pow"), "reciprocal": ("Reciprocal",), "neg": ("Neg",), "abs": ("Abs",),
+    "add": ("Add",), "sub": ("Sub",), "mul": ("Mul", "Pow"), "div": ("Div",),
+    "maximum": ("Max",), "minimum": ("Min",),
+    "reduce_sum": ("ReduceSum",), "reduce_mean": ("ReduceMean", "GlobalAveragePool"),
+    "reduce_max": ("ReduceMax",), "max_pool2d": ("MaxPool",), "avg_pool2d": ("AveragePool",),
+    "matmul": ("MatMul",), "linear": ("MatMul", "Gemm"), "conv2d": ("Conv",),
+    "softmax": ("Softmax",), "layernorm": ("LayerNormalization", "pattern:layernorm"),
+    "rmsnorm": ("pattern:rmsnorm",), "concat": ("Concat",),
+    "reshape": ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Gather"),
+    "permute": ("Transpose",), "slice": ("Slice", "Split", "Gather"), "embedding": ("Gather",),
+}
+
+
+def _spec(op_type: str, infer: Callable[[Any, Sequence[Shape]], Shape | None],
+          attrs: type[Attrs] = NoAttrs, inputs: tuple[int, int | None] = (1, 1),
+          outputs: tuple[int, int | None] = (1, 1)) -> OpSpec:
+    return OpSpec(infer, attrs, inputs, outputs, _ONNX.get(op_type, ()))
 
 
 SPECS: dict[str, OpSpec] = {
-    **{t: OpSpec(_same_as_first) for t in UNARY_TYPES},
-    **{t: OpSpec(_broadcast, inputs=(2, 2)) for t in BINARY_TYPES},
-    **{t: OpSpec(_reduce, ReduceAttrs) for t in REDUCE_TYPES},
-    **{t: OpSpec(_pool, PoolAttrs) for t in POOL_TYPES},
-    "matmul": OpSpec(partial(_matmul, linear=False), MatmulAttrs, (2, 2)),
-    "linear": OpSpec(partial(_matmul, linear=True), MatmulAttrs, (2, 3)),
-    "conv2d": OpSpec(_conv2d, Conv2dAttrs, (2, 3)),
-    "softmax": OpSpec(_same_as_first, SoftmaxAttrs),
-    "layernorm": OpSpec(_same_as_first, NormAttrs, (1, 3)),
-    "rmsnorm": OpSpec(_same_as_first, NormAttrs, (1, 2)),
-    "concat": OpSpec(_concat, ConcatAttrs, (1, None)),
-    "reshape": OpSpec(_reshape),
-    "permute": OpSpec(_permute, PermuteAttrs),
-    "transpose": OpSpec(_transpose, TransposeAttrs),
-    "slice": OpSpec(_slice, SliceAttrs),
-    "embedding": OpSpec(_embedding, inputs=(2, 2)),
-    "opaque": OpSpec(_unchecked, OpaqueAttrs, (0, None), (1, None)),
+    **{t: _spec(t, _same_as_first) for t in UNARY_TYPES},
+    **{t: _spec(t, _broadcast, inputs=(2, 2)) for t in BINARY_TYPES},
+    **{t: _spec(t, _reduce, ReduceAttrs) for t in REDUCE_TYPES},
+    **{t: _spec(t, _pool, PoolAttrs) for t in POOL_TYPES},
+    "matmul": _spec("matmul", partial(_matmul, linear=False), MatmulAttrs, (2, 2)),
+    "linear": _spec("linear", partial(_matmul, linear=True), MatmulAttrs, (2, 3)),
+    "conv2d": _spec("conv2d", _conv2d, Conv2dAttrs, (2, 3)),
+    "softmax": _spec("softmax", _same_as_first, SoftmaxAttrs),
+    "layernorm": _spec("layernorm", _same_as_first, NormAttrs, (1, 3)),
+    "rmsnorm": _spec("rmsnorm", _same_as_first, NormAttrs, (1, 2)),
+    "concat": _spec("concat", _concat, ConcatAttrs, (1, None)),
+    "reshape": _spec("reshape", _reshape),
+    "permute": _spec("permute", _permute, PermuteAttrs),
+    "transpose": _spec("transpose", _transpose, TransposeAttrs),
+    "slice": _spec("slice", _slice, SliceAttrs),
+    "embedding": _spec("embedding", _embedding, inputs=(2, 2)),
+    "opaque": _spec("opaque", _unchecked, OpaqueAttrs, (0, None), (1, None)),
 }
 OP_TYPES: tuple[str, ...] = tuple(SPECS)

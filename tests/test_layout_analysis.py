@@ -203,6 +203,34 @@ def test_conv2d_act_block_h_knob_and_scratch():
         "conv2d.output_l1_interleaved")
 
 
+def test_a_3x3_conv_pays_its_halo_op_and_a_1x1_conv_none():
+    """Height-sharded on 7x7 cores (56 * 56 = 3,136 output rows: 98 tile rows, 2 per
+    core): each core fetches (3 - 1) padded input rows of 56 + 2 pixels and 2 more
+    pixels, all 64 channels of bf16, over the NoC, in an op of its own (dispatch 2 us +
+    op latency 4 us)."""
+    conv = sig("conv2d", [([1, 56, 56, 64],), ([64, 64, 3, 3], "bfp8", "const")],
+               ([1, 56, 56, 64],), padding=[1, 1])
+    point = sig("conv2d", [([1, 56, 56, 64],), ([64, 64, 1, 1], "bfp8", "const")],
+                ([1, 56, 56, 64],))
+    h = sharded("height_sharded", 7, 7)
+    c3 = build_candidate(conv, h, {"act_block_h_override": 0}, WH)
+    c1 = build_candidate(point, h, {"act_block_h_override": 0}, WH)
+    halo = FIXED + (2 * 58 + 2) * 64 * 2 / 32_000
+    assert c3.fixed_us == pytest.approx(FIXED + halo)
+    assert c1.fixed_us == pytest.approx(FIXED)
+
+
+def test_a_depthwise_conv_multiplies_one_group_and_pays_a_halo():
+    """K is one group's channels x the window (9: one tile) for a 3x3 depthwise conv over
+    96 channels, and its halo carries all 96 channels: (2 * 30 + 2) pixels x 96 x 2 B."""
+    dw = sig("conv2d", [([1, 28, 28, 96],), ([96, 1, 3, 3], "bf16", "const")],
+             ([1, 28, 28, 96],), padding=[1, 1], groups=96)
+    h = sharded("height_sharded", 1, 25)  # 784 output rows: 25 tile rows, one per core
+    c = build_candidate(dw, h, {"act_block_h_override": 0}, WH)
+    assert c.program["weights_k_tiles"] == 1
+    assert c.fixed_us == pytest.approx(2 * FIXED + (2 * 30 + 2) * 96 * 2 / 32_000)
+
+
 def test_candidate_cap_keeps_interleaved_first_and_can_be_raised():
     big = sig("matmul", [([1024, 1024],), ([1024, 1024],)], ([1024, 1024],))
     few = candidates(big, WH)

@@ -26,7 +26,7 @@ def graph(name: str, tensors: list[dict], ops: list[dict], outputs: list[str]):
 
 def solve_all(g, device) -> dict[str, LayoutPlan]:
     """Every solver's plan; cpsat's is proven optimal and beats the best baseline."""
-    plans = {s: solve(g, s, device, time_limit_s=20, workers=2) for s in ("cpsat", *BASELINES)}
+    plans = {s: solve(g, s, device, time_limit_s=40, workers=2) for s in ("cpsat", *BASELINES)}
     best = min(plans[b].total_latency_us for b in BASELINES)
     assert plans["cpsat"].status == "optimal" and not plans["cpsat"].violations
     assert plans["cpsat"].total_latency_us < best * 0.97
@@ -121,7 +121,7 @@ def test_a_late_spill_beats_an_early_one():
     ts.append(tensor("out", big))
     ops.append(op("join", "add", [last, "t"], ["out"]))
     g = graph("late-spill", ts, ops, ["out"])
-    device = with_usable_l1(g, 100_000)
+    device = with_usable_l1(g, 96_000)
     plans = solve_all(g, device)
     assert [(s.tensor, s.step) for s in plans["dfsharding"].spills if s.tensor == "t"] == [
         ("t", 0)]
@@ -130,7 +130,7 @@ def test_a_late_spill_beats_an_early_one():
 
     problem = analyze(g, device)
     found = cpsat.solve_model(problem, BASELINE_POLICIES["greedy"](problem),
-                              time.perf_counter() + 20, 0, 2)
+                              time.perf_counter() + 40, 0, 2)
     assert found.optimal and found.assignment.spills["t"] > 0
     late = build_plan(problem, found.assignment, "late", 0.0)
     early = build_plan(problem, replace(found.assignment,

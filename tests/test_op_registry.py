@@ -1,20 +1,24 @@
 """Every layout op type has every part: its graph-format spec (shape rule, attributes,
 arity: ``models/layout_ops.py: SPECS``), its op-library family (legality, configurations,
 cost, scratch: ``solver/layout/ops.py: FAMILIES``), vector cycles where it computes
-elementwise, and a row in the op table of docs/layout-format.md. The check is a function
-so that a registry with a part missing is shown to fail it."""
+elementwise, and a row in the op table of docs/layout-format.md; and the import mapping
+the registry declares (``OpSpec.onnx``) is the one the importer has. The checks are
+functions so that a registry with a part missing is shown to fail them."""
 
 from __future__ import annotations
 
 import re
 import typing
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from models.layout_ops import OP_TYPES, SPECS, Activation, Attrs, OpSpec
 from solver.layout.ops import FAMILIES, SFPU_CYCLES, Eltwise, Family
+from solver.onnx_import.mapping import MAPPERS
+from solver.onnx_import.patterns import MATCHERS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "layout-format.md"
 
@@ -72,3 +76,34 @@ def test_a_type_with_a_part_missing_is_reported(part: str) -> None:
 def test_the_doc_table_is_read_whole() -> None:
     assert {"relu", "max_pool2d", "avg_pool2d", "layernorm", "rmsnorm", "opaque",
             "reduce_max"} <= documented_types(DOC.read_text())
+
+
+def import_mismatches(specs: Mapping[str, OpSpec], mappers: Mapping[str, object],
+                      patterns: list[str]) -> list[str]:
+    """Where the registry's import mapping and the importer's disagree: an operator or
+    pattern a type claims that the importer lacks, or one the importer has that no type
+    claims (empty when they agree)."""
+    claimed = {name for spec in specs.values() for name in spec.onnx}
+    known = set(mappers) | {f"pattern:{p}" for p in patterns}
+    return ([f"{t}: claims {name}, which the importer does not map"
+             for t, spec in specs.items() for name in spec.onnx if name not in known]
+            + [f"{name}: mapped by the importer, claimed by no op type"
+               for name in sorted(known - claimed)])
+
+
+def test_the_registry_declares_the_importers_mapping() -> None:
+    patterns = [m.__name__ for m in MATCHERS]
+    assert import_mismatches(SPECS, MAPPERS, patterns) == []
+    # no import makes these: transpose (Transpose becomes permute), rsqrt (inside rmsnorm's
+    # pattern), opaque (the fallback for every operator without a mapper)
+    assert {t for t, spec in SPECS.items() if not spec.onnx} == {"transpose", "rsqrt", "opaque"}
+
+
+def test_an_import_mapping_out_of_step_is_reported() -> None:
+    patterns = [m.__name__ for m in MATCHERS]
+    renamed = {**SPECS, "relu": replace(SPECS["relu"], onnx=("ReLU", "Clip"))}
+    assert import_mismatches(renamed, MAPPERS, patterns) == [
+        "relu: claims ReLU, which the importer does not map",
+        "Relu: mapped by the importer, claimed by no op type"]
+    assert import_mismatches(SPECS, MAPPERS, [*patterns, "swish"]) == [
+        "pattern:swish: mapped by the importer, claimed by no op type"]

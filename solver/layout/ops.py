@@ -102,7 +102,8 @@ class Candidate:
     ``accepts[i]`` maps each memory configuration operand ``i`` may be read from to
     the time that read takes; the latency of the op is
     ``max(compute_us, write_us + sum of the operand read times) + fixed_us``,
-    or ``measured_us`` when the user measured this configuration.
+    or ``measured_us`` when the user measured this configuration. ``fixed_us`` is host
+    dispatch, the device's op latency and any helper op run first (a conv's halo).
     """
 
     id: str
@@ -183,6 +184,10 @@ class Family:
                    device: DeviceSpec) -> float:
         return 0.0
 
+    def prologue_us(self, sig: OpSig, out: MemConfig, device: DeviceSpec) -> float:
+        """Time of a helper op TT-NN runs before this one (none by default)."""
+        return 0.0
+
     def program(self, sig: OpSig, out: MemConfig, knobs: dict[str, int],
                 device: DeviceSpec) -> dict[str, int | str | bool]:
         return {}
@@ -197,6 +202,29 @@ def out_tiles_per_core(sig: OpSig, out: MemConfig, device: DeviceSpec) -> int:
 def widest_height_sharding(geom: Geometry, device: DeviceSpec) -> MemConfig:
     """The height sharding over the most cores, which an interleaved conv uses internally."""
     return next(m for m in sharded_configs(geom, device.grid_rc) if m.layout == "height_sharded")
+
+
+def window_grid(sig: OpSig, out: MemConfig, device: DeviceSpec) -> MemConfig:
+    """The grid a sliding-window op (conv2d, pooling) runs on: its output's sharding, or
+    TT-NN's internal height sharding over the widest grid when the output is not sharded."""
+    return out if out.is_sharded else widest_height_sharding(sig.out, device)
+
+
+def halo_us(sig: OpSig, grid: MemConfig, kernel: tuple[int, int], dilation: tuple[int, int],
+            padding: tuple[int, int], device: DeviceSpec) -> float:
+    """The halo op TT-NN runs before a sliding window wider than 1x1 (tt-metal
+    tech_reports/CNNs/ttcnn.md): it builds each core's fully local input shard, fetching
+    from its neighbours the input rows its windows overlap, (kh - 1) padded input rows
+    and (kw - 1) pixels of its channels. A separate op, so it pays the fixed cost too."""
+    (kh, kw), (dh, dw) = kernel, dilation
+    if kh * kw == 1:
+        return 0.0
+    _, _, width, channels = sig.inputs[0].shape
+    pixels = (kh - 1) * dh * (width + 2 * padding[1]) + (kw - 1) * dw
+    split = {"block_sharded": grid.grid[1], "width_sharded": grid.grid[0] * grid.grid[1]}.get(
+        grid.layout, 1) if grid.grid else 1
+    nbytes = pixels * -(-channels // split) * sig.inputs[0].geom.tile_bytes / (TILE * TILE)
+    return cost.fixed_us(device) + cost.noc_us(device, nbytes)
 
 
 def fidelity(sig: OpSig) -> str:
@@ -354,6 +382,9 @@ class Conv2d(ShardedLikeOutput):
         return super().operand_rule(sig, out, i, m)
 
     def kt(self, sig: OpSig) -> int:
+        """K tiles of the implicit matmul: one group's input channels x the window. (TT-NN
+        today expands grouped weights with zeros to every input channel, tt-metal #25523;
+        the model does not, docs/layout-format.md section 5 says why.)"""
         w = sig.inputs[1].shape
         return max(1, -(-(w[1] * w[2] * w[3]) // TILE))
 
@@ -375,15 +406,18 @@ class Conv2d(ShardedLikeOutput):
         return 2 * self.act_block_tiles(sig, out, knobs, device) * kt + kt * pn + 2
 
     def compute_us(self, sig, out, knobs, device) -> float:
-        # TTNN shards an interleaved conv internally by height; it computes like that.
-        grid = out if out.is_sharded else widest_height_sharding(sig.out, device)
-        tiles = out_tiles_per_core(sig, grid, device)
+        tiles = out_tiles_per_core(sig, window_grid(sig, out, device), device)
         cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig),
                                     operand_tile_bytes(sig))
         cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.act_block_tiles(sig, out, knobs, device)
         if sig.attrs.activation:
             cycles += tiles * sfpu_cycles(sig.attrs.activation)
         return cost.cycles_us(device, cycles)
+
+    def prologue_us(self, sig, out, device) -> float:
+        w = sig.inputs[1].shape
+        return halo_us(sig, window_grid(sig, out, device), (w[2], w[3]),
+                       tuple(sig.attrs.dilation), tuple(sig.attrs.padding), device)
 
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
         return {"act_block_h_override": knobs.get("act_block_h_override", 0),
@@ -403,6 +437,10 @@ class Pool(ShardedLikeOutput):
     def compute_us(self, sig, out, knobs, device) -> float:
         return cost.cycles_us(device, out_tiles_per_core(sig, out, device) * self.window(sig)
                               * sfpu_cycles("add"))
+
+    def prologue_us(self, sig, out, device) -> float:
+        return halo_us(sig, window_grid(sig, out, device), tuple(sig.attrs.kernel_size),
+                       (1, 1), tuple(sig.attrs.padding), device)
 
 
 class Interleaved(Family):
@@ -558,7 +596,7 @@ def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
         accepts=tuple(accepts), cb_bytes_per_core=cb_bytes,
         compute_us=family.compute_us(sig, out, knobs, device),
         write_us=sum(cost.access_us(device, o.geom, out, cores) for o in sig.outputs),
-        fixed_us=cost.fixed_us(device),
+        fixed_us=cost.fixed_us(device) + family.prologue_us(sig, out, device),
         program=family.program(sig, out, knobs, device))
 
 

@@ -8,17 +8,35 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from models.layout_ops import ShapeError, attrs_model, infer_shape
+from models.layout_ops import (
+    BINARY_TYPES,
+    POOL_TYPES,
+    REDUCE_TYPES,
+    SPECS,
+    UNARY_TYPES,
+    ShapeError,
+    attrs_model,
+    infer_shape,
+)
 from solver.onnx_import.builder import Builder, ints, nhwc_axis, nhwc_shape
 
 Mapper = Callable[[Builder, onnx.NodeProto, str], bool]
 
-UNARY = {"Relu": "relu", "Gelu": "gelu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp",
-         "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Abs": "abs"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximum",
-          "Min": "minimum"}
-REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max"}
-POOL = {"MaxPool": "max_pool2d", "AveragePool": "avg_pool2d"}
+OWN_MAPPER = ("Clip", "Pow", "GlobalAveragePool")
+"""Operators that make a unary, binary or reduction type through a mapper of their own."""
+
+
+def one_to_one(types: tuple[str, ...]) -> dict[str, str]:
+    """ONNX operator -> layout type, for the operators the op registry
+    (``models/layout_ops.py: SPECS``, ``OpSpec.onnx``) maps one to one onto ``types``."""
+    return {name: t for t in types for name in SPECS[t].onnx
+            if name not in OWN_MAPPER and not name.startswith("pattern:")}
+
+
+UNARY = one_to_one(UNARY_TYPES)
+BINARY = one_to_one(BINARY_TYPES)
+REDUCE = one_to_one(REDUCE_TYPES)
+POOL = one_to_one(POOL_TYPES)
 
 
 def attr(node: onnx.NodeProto, name: str, default=None):
