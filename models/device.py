@@ -53,6 +53,9 @@ class DeviceSpec(BaseModel):
         description="cycles of one 32x32x32 tile matmul per math fidelity")
     matmul_utilization: Annotated[float, Field(ge=0.01, le=1)] = Field(
         default=0.7, description="share of peak matmul throughput reached in practice")
+    k_block_sync_cycles: Annotated[int, Field(ge=0, le=10**6)] | None = Field(
+        default=None, description="cycles a matmul pays per K block (in0_block_w tiles of "
+        "K) to hand it over (null: 0.1 / in0_block_w of the compute time, as before)")
     unpack_bytes_per_cycle: Rate | None = Field(
         default=None, description="operand bytes the unpackers feed the matrix unit per "
         "cycle: a tile matmul takes at least (in0 + in1 tile bytes) / this many cycles "
@@ -90,15 +93,21 @@ class DeviceSpec(BaseModel):
 # tech_reports/matrix_engine and GEMM_FLOPS: 8x16 x 16x16 per cycle, LoFi 16 cycles per
 # 32x32x32 tile, HiFi2 32, HiFi3 48, HiFi4 64). Blackhole's higher throughput comes from
 # its clock and its 130 worker cores (the p150's 774 TFLOPS BLOCKFP8 = 140 cores x 1.35
-# GHz x 4096 FLOP per cycle, i.e. LoFi; its 372 "16-bit" TFLOPS is the HiFi2 rate, where
-# Wormhole's 74 FP16 TFLOPS per n150 is quoted at HiFi4).
+# GHz x 4096 FLOP per cycle, i.e. LoFi; its 372 "16-bit" TFLOPS is about the HiFi2 rate
+# (387), where Wormhole's 74 FP16 TFLOPS per n150 is quoted at HiFi4).
 _TILE_MATMUL_CYCLES: dict[Fidelity, int] = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
 # Fitted to tt-metal's published GEMM_FLOPS matmul timings (benchmarks/calibration,
-# docs/layout-format.md "Calibration"): tuned matmuls reach up to 92% of the matrix unit's
-# peak on both chips (WH HiFi4 92.4%), and a bf16 tile matmul is bounded by unpacking its
-# two operand tiles at about 96 B/cycle on Wormhole and 128 B/cycle on Blackhole (bf16
-# HiFi2 peaks near 65% on Wormhole, 89% on Blackhole).
+# docs/layout-format.md section 9): tuned HiFi4 matmuls reach 92.4% of the matrix unit's
+# peak on Wormhole and 94.9% on Blackhole (one value, 0.92, for both), and a tile matmul
+# is bounded by unpacking its two operand tiles at about 96 B/cycle on Wormhole and 128
+# B/cycle on Blackhole (bf16 at HiFi2 reaches 63-75% on Wormhole, up to 90% on Blackhole).
 _MATMUL_UTILIZATION = 0.92
+# Each matmul K block is read (or multicast) and handed over with a semaphore round trip:
+# 400 cycles, fitted with the rest. Every row was priced at in0_block_w = 2 (the model's
+# block for those outputs) while the tuned runs used wider, fewer blocks: the fit fixes
+# the total at that width, a real block costs more, and the model's preference between
+# block widths is not validated (docs/layout-format.md section 9).
+_K_BLOCK_SYNC_CYCLES = 400
 # tt-metal #33758: a one-tile elementwise op (addcdiv) runs 3.85 us of device kernel time;
 # every op and copy pays this device latency on top of its roofline and host dispatch.
 _OP_LATENCY_US = 4.0
@@ -127,6 +136,7 @@ _WORMHOLE_CHIP = dict(
     l1_bytes_per_cycle=64.0,
     tile_matmul_cycles=_TILE_MATMUL_CYCLES,
     matmul_utilization=_MATMUL_UTILIZATION,
+    k_block_sync_cycles=_K_BLOCK_SYNC_CYCLES,
     unpack_bytes_per_cycle=96.0,
     # Model assumption: host dispatch of one cached program, microseconds.
     dispatch_overhead_us=2.0,
@@ -161,6 +171,7 @@ PRESETS: dict[str, DeviceSpec] = {
         l1_bytes_per_cycle=128.0,
         tile_matmul_cycles=_TILE_MATMUL_CYCLES,
         matmul_utilization=_MATMUL_UTILIZATION,
+        k_block_sync_cycles=_K_BLOCK_SYNC_CYCLES,
         unpack_bytes_per_cycle=128.0,
         dispatch_overhead_us=2.0,  # model assumption, as for Wormhole
         op_latency_us=_OP_LATENCY_US,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from models.device import PRESETS
+from models.device import PRESETS, DeviceSpec
 from models.layout import parse_graph
 from models.layout_ops import attrs_model
 from solver.layout import cost
@@ -220,6 +220,26 @@ def test_a_3x3_conv_pays_its_halo_op_and_a_1x1_conv_none():
     assert c1.fixed_us == pytest.approx(FIXED)
 
 
+def test_the_halo_follows_stride_grid_and_the_matmul_path():
+    """A 1x1 conv with stride 2 is no plain matmul in TT-NN: it runs the halo op, which has
+    no overlap to fetch (0 rows, 0 pixels); a width-sharded 3x3 conv holds all pixels on
+    every core and fetches nothing either. A 3x3 stride-2 max-pool block-sharded on 7x2
+    fetches (3 - 1) - (2 - 1) = 1 padded row of 112 + 2 pixels and 1 pixel, of the 32
+    channels of its grid column."""
+    down = sig("conv2d", [([1, 56, 56, 64],), ([128, 64, 1, 1], "bfp8", "const")],
+               ([1, 28, 28, 128],), stride=[2, 2])
+    c = build_candidate(down, sharded("height_sharded", 1, 25), {"act_block_h_override": 0}, WH)
+    assert c.fixed_us == pytest.approx(2 * FIXED)
+    conv = sig("conv2d", [([1, 56, 56, 64],), ([64, 64, 3, 3], "bfp8", "const")],
+               ([1, 56, 56, 64],), padding=[1, 1])
+    wide = build_candidate(conv, sharded("width_sharded", 1, 2), {"act_block_h_override": 0}, WH)
+    assert wide.fixed_us == pytest.approx(2 * FIXED)
+    pool = sig("max_pool2d", [([1, 112, 112, 64],)], ([1, 56, 56, 64],), kernel_size=[3, 3],
+               stride=[2, 2], padding=[1, 1])
+    p = build_candidate(pool, sharded("block_sharded", 7, 2), {}, WH)
+    assert p.fixed_us == pytest.approx(2 * FIXED + (114 + 1) * 32 * 2 / 32_000)
+
+
 def test_a_depthwise_conv_multiplies_one_group_and_pays_a_halo():
     """K is one group's channels x the window (9: one tile) for a 3x3 depthwise conv over
     96 channels, and its halo carries all 96 channels: (2 * 30 + 2) pixels x 96 x 2 B."""
@@ -298,6 +318,17 @@ def test_matmul_compute_by_hand():
     cycles = tile_mms * 64 / 0.92 + 12 * 400
     assert c.compute_us == pytest.approx(cycles / 1000)
     assert c.cb_bytes_per_core == (2 * 3 * 2 + 2 * 2 * 3) * 2048
+
+
+def test_a_custom_device_without_the_fitted_fields_is_priced_as_before():
+    """No matmul_utilization, k_block_sync_cycles, unpack rate or op latency: 0.7, a 0.1 /
+    in0_block_w share, no unpacking bound and host dispatch only, as before they existed."""
+    fields = WH.model_dump(exclude={"matmul_utilization", "k_block_sync_cycles",
+                                    "unpack_bytes_per_cycle", "op_latency_us"})
+    old = DeviceSpec.model_validate({**fields, "name": "old"})
+    c = build_candidate(MATMUL, B48, {"in0_block_w": 2}, old)
+    assert c.compute_us == pytest.approx(216 * 64 / 0.7 * (1 + 0.1 / 2) / 1000)
+    assert c.fixed_us == 2.0
 
 
 def test_fidelity_follows_the_weight_dtype_unless_unpacking_is_slower():

@@ -1,8 +1,9 @@
 """The analytical roofline of DESIGN.md 2.2, in microseconds.
 
-An op costs ``max(compute, memory) + dispatch``. Memory time adds DRAM bytes over the
-DRAM bandwidth the op's cores reach and, per core, L1 bytes over the local L1 bandwidth
-and NoC bytes over the NoC bandwidth. The memory time of an operand depends only on the
+An op costs ``max(compute, memory) + fixed`` (``fixed_us``: host dispatch and the
+device's op latency). Memory time adds DRAM bytes over the DRAM bandwidth the op's cores
+reach and, per core, L1 bytes over the local L1 bandwidth and NoC bytes over the NoC
+bandwidth. The memory time of an operand depends only on the
 operand's own memory configuration and the op configuration's grid, which is what lets
 the CP-SAT model write an op's latency as a per-configuration term plus one term per
 operand (see ``Candidate``).

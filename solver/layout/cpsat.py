@@ -16,7 +16,7 @@ is the one ``build_plan`` charges for those decisions):
   to DRAM);
 * at every step the L1 bytes per core of every resident home and copy plus the running
   op's scratch fit the usable L1;
-* op latency ``max(compute, write + reads) + dispatch`` through one lower-bounded
+* op latency ``max(compute, write + reads) + fixed`` through one lower-bounded
   variable per op (exact at the optimum); objective: ops + copies + output spills, in
   integer nanoseconds.
 

@@ -44,14 +44,10 @@ from solver.layout.memory import (
 )
 
 DEFAULT_MAX_CONFIGS = 64
-# Model assumption: each block along the conv activation height costs a
-# synchronisation; 0.1 / block_tiles of the compute time.
+# Model assumption: each block of the conv activation height (and, on a device without
+# ``k_block_sync_cycles``, each matmul K block) costs a synchronisation: 0.1 / block tiles
+# of the compute time.
 BLOCK_SYNC_OVERHEAD = 0.1
-# Each in0 block along K is read (or multicast) and handed over with a semaphore
-# round trip before its tiles are multiplied: 400 cycles per K block, fitted with the
-# presets' matmul_utilization, unpack rate and op latency to the 161 matmuls of
-# benchmarks/calibration (tt-metal tech_reports/GEMM_FLOPS); see docs/layout-format.md.
-K_BLOCK_SYNC_CYCLES = 400
 # Model assumption: vector-unit cycles per 32x32 output tile, for every elementwise type
 # (and "reduce", per input tile of a reduction); no default, so a new elementwise type
 # must state its own (``tests/test_op_registry.py``).
@@ -210,20 +206,23 @@ def window_grid(sig: OpSig, out: MemConfig, device: DeviceSpec) -> MemConfig:
     return out if out.is_sharded else widest_height_sharding(sig.out, device)
 
 
-def halo_us(sig: OpSig, grid: MemConfig, kernel: tuple[int, int], dilation: tuple[int, int],
-            padding: tuple[int, int], device: DeviceSpec) -> float:
-    """The halo op TT-NN runs before a sliding window wider than 1x1 (tt-metal
-    tech_reports/CNNs/ttcnn.md): it builds each core's fully local input shard, fetching
-    from its neighbours the input rows its windows overlap, (kh - 1) padded input rows
-    and (kw - 1) pixels of its channels. A separate op, so it pays the fixed cost too."""
-    (kh, kw), (dh, dw) = kernel, dilation
-    if kh * kw == 1:
-        return 0.0
+def halo_us(sig: OpSig, grid: MemConfig, kernel: tuple[int, int], stride: tuple[int, int],
+            dilation: tuple[int, int], padding: tuple[int, int], device: DeviceSpec) -> float:
+    """The halo op TT-NN runs before a sliding window (tt-metal tech_reports/CNNs/ttcnn.md):
+    it builds each core's fully local input shard, fetching from the neighbouring core
+    along N*H*W the input its windows overlap, ``(kh - 1) * dh - (sh - 1)`` padded input
+    rows and ``(kw - 1) * dw - (sw - 1)`` pixels, of the channels the core holds. A
+    width-sharded grid (every core holds all of N*H*W) or a single core along it fetches
+    nothing. A separate op, so it pays the fixed cost too."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     _, _, width, channels = sig.inputs[0].shape
-    pixels = (kh - 1) * dh * (width + 2 * padding[1]) + (kw - 1) * dw
-    split = {"block_sharded": grid.grid[1], "width_sharded": grid.grid[0] * grid.grid[1]}.get(
-        grid.layout, 1) if grid.grid else 1
-    nbytes = pixels * -(-channels // split) * sig.inputs[0].geom.tile_bytes / (TILE * TILE)
+    rows, cols = grid.grid or (1, 1)
+    along_nhw, channel_split = {"height_sharded": (rows * cols, 1),
+                                "block_sharded": (rows, cols)}.get(grid.layout, (1, 1))
+    pixels = (max(0, (kh - 1) * dh - (sh - 1)) * (width + 2 * padding[1])
+              + max(0, (kw - 1) * dw - (sw - 1)))
+    element_bytes = sig.inputs[0].geom.tile_bytes / (TILE * TILE)
+    nbytes = pixels * -(-channels // channel_split) * element_bytes if along_nhw > 1 else 0
     return cost.fixed_us(device) + cost.noc_us(device, nbytes)
 
 
@@ -350,7 +349,11 @@ class Matmul(ShardedLikeOutput):
         pm, pn = self.per_core(sig, out, device)
         kt = self.dims(sig)[2]
         cycles = cost.matmul_cycles(device, pm * pn * kt, fidelity(sig), operand_tile_bytes(sig))
-        cycles += -(-kt // self.block_w(sig, out, knobs)) * K_BLOCK_SYNC_CYCLES
+        w = self.block_w(sig, out, knobs)
+        if device.k_block_sync_cycles is None:
+            cycles *= 1 + BLOCK_SYNC_OVERHEAD / w
+        else:
+            cycles += -(-kt // w) * device.k_block_sync_cycles
         if sig.attrs.activation:
             cycles += pm * pn * sfpu_cycles(sig.attrs.activation)
         return cost.cycles_us(device, cycles)
@@ -415,9 +418,15 @@ class Conv2d(ShardedLikeOutput):
         return cost.cycles_us(device, cycles)
 
     def prologue_us(self, sig, out, device) -> float:
-        w = sig.inputs[1].shape
-        return halo_us(sig, window_grid(sig, out, device), (w[2], w[3]),
-                       tuple(sig.attrs.dilation), tuple(sig.attrs.padding), device)
+        """The halo (``halo_us``), except where TT-NN runs the conv as a plain matmul: a
+        1x1 window, stride 1, no padding, one group, not width-sharded."""
+        w, a = sig.inputs[1].shape, sig.attrs
+        grid = window_grid(sig, out, device)
+        if (w[2], w[3], *a.stride, *a.padding, a.groups) == (1, 1, 1, 1, 0, 0, 1) and \
+                grid.layout != "width_sharded":
+            return 0.0
+        return halo_us(sig, grid, (w[2], w[3]), tuple(a.stride), tuple(a.dilation),
+                       tuple(a.padding), device)
 
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
         return {"act_block_h_override": knobs.get("act_block_h_override", 0),
@@ -439,8 +448,9 @@ class Pool(ShardedLikeOutput):
                               * sfpu_cycles("add"))
 
     def prologue_us(self, sig, out, device) -> float:
-        return halo_us(sig, window_grid(sig, out, device), tuple(sig.attrs.kernel_size),
-                       (1, 1), tuple(sig.attrs.padding), device)
+        a = sig.attrs
+        return halo_us(sig, window_grid(sig, out, device), tuple(a.kernel_size),
+                       tuple(a.stride or a.kernel_size), (1, 1), tuple(a.padding), device)
 
 
 class Interleaved(Family):
