@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.meta import meta, write_results  # noqa: E402
+from benchmarks.render import geomean  # noqa: E402
 from models.device import PRESETS, DeviceSpec  # noqa: E402
 from models.layout_ops import attrs_model  # noqa: E402
 from solver.layout.memory import DRAM, MemConfig, sharded  # noqa: E402
@@ -80,10 +80,6 @@ def model_us(row: Measured, device: DeviceSpec) -> float:
     return cand.latency_us((out if out.is_sharded else DRAM, DRAM)) - device.dispatch_overhead_us
 
 
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs))
-
-
 def compare(rows: list[Measured]) -> list[dict]:
     records = []
     for row in rows:
@@ -101,8 +97,7 @@ def summary(records: list[dict]) -> list[dict]:
         groups.setdefault(r["group"], []).append(r)
     groups["all"] = records
     return [{"group": name, "count": len(rs), "geomean_ratio": geomean([r["ratio"] for r in rs]),
-             "min_ratio": min(r["ratio"] for r in rs), "max_ratio": max(r["ratio"] for r in rs),
-             "median_abs_log2": sorted(abs(math.log2(r["ratio"])) for r in rs)[len(rs) // 2]}
+             "min_ratio": min(r["ratio"] for r in rs), "max_ratio": max(r["ratio"] for r in rs)}
             for name, rs in groups.items()]
 
 

@@ -19,6 +19,7 @@ MAX_GRID = 64
 grows with the grid (64 x 64: 0.06 s for a small graph; 1024 x 1024: 16 s). A Tensix chip
 is 8 x 8 (Wormhole) or 10 x 13 (Blackhole)."""
 Rate = Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
+Microseconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 """A bandwidth or clock: bounded so no latency the model computes leaves float range or
 overflows the solvers' integer units."""
 
@@ -60,9 +61,9 @@ class DeviceSpec(BaseModel):
         default=None, description="operand bytes the unpackers feed the matrix unit per "
         "cycle: a tile matmul takes at least (in0 + in1 tile bytes) / this many cycles "
         "(null: no such bound)")
-    dispatch_overhead_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
+    dispatch_overhead_us: Microseconds = Field(
         description="host time to launch one op (and one reshard or spill), microseconds")
-    op_latency_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
+    op_latency_us: Microseconds = Field(
         default=0.0, description="device time every op (and every reshard or spill) takes "
         "on top of its roofline: kernel start, buffer set-up, pipeline fill, microseconds")
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from benchmarks.calibrate import Measured, compare, read_table, summary
+from benchmarks.render import geomean
 from models.device import PRESETS
 
 ROWS = read_table()
@@ -32,8 +31,7 @@ def test_measured_device_time_by_hand():
 def test_tuned_matmuls_are_priced_within_a_tenth_on_average(device):
     ratios = [r["ratio"] for r, row in zip(RECORDS, ROWS, strict=True)
               if row.device == device and row.source == "tuned"]
-    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    assert 0.9 <= geomean <= 1.1
+    assert 0.9 <= geomean(ratios) <= 1.1
     assert all(2 / 3 <= x <= 1.5 for x in ratios), sorted(ratios)
 
 

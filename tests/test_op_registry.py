@@ -23,6 +23,7 @@ from solver.onnx_import.patterns import MATCHERS
 from tests.test_layout_import import N, run, types, w
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "layout-format.md"
+PATTERNS = [m.__name__ for m in MATCHERS]
 
 
 def documented_types(doc: str) -> set[str]:
@@ -94,20 +95,18 @@ def import_mismatches(specs: Mapping[str, OpSpec], mappers: Mapping[str, object]
 
 
 def test_the_registry_declares_the_importers_mapping() -> None:
-    patterns = [m.__name__ for m in MATCHERS]
-    assert import_mismatches(SPECS, MAPPERS, patterns) == []
+    assert import_mismatches(SPECS, MAPPERS, PATTERNS) == []
     # no import makes these: transpose (Transpose becomes permute), rsqrt (inside rmsnorm's
     # pattern), opaque (the fallback for every operator without a mapper)
     assert {t for t, spec in SPECS.items() if not spec.onnx} == {"transpose", "rsqrt", "opaque"}
 
 
 def test_an_import_mapping_out_of_step_is_reported() -> None:
-    patterns = [m.__name__ for m in MATCHERS]
     renamed = {**SPECS, "relu": replace(SPECS["relu"], onnx=("ReLU", "Clip"))}
-    assert import_mismatches(renamed, MAPPERS, patterns) == [
+    assert import_mismatches(renamed, MAPPERS, PATTERNS) == [
         "relu: claims ReLU, which the importer does not map",
         "Relu: mapped by the importer, claimed by no op type"]
-    assert import_mismatches(SPECS, MAPPERS, [*patterns, "swish"]) == [
+    assert import_mismatches(SPECS, MAPPERS, [*PATTERNS, "swish"]) == [
         "pattern:swish: mapped by the importer, claimed by no op type"]
 
 

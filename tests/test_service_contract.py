@@ -127,6 +127,12 @@ def test_input_faults_that_were_500s_name_field_and_rule(tmp_path):
              422, "device.fit", "$.options.device"),
             (client.post("/v1/layout/solve", json={**LAYOUT, "device": small_device}),
              422, "device.too_small", "$.ops[1]"),
+            (client.post("/v1/layout/solve", json={
+                **LAYOUT, "device": {**small_device, "op_latency_us": -1}}),
+             422, "schema.greater_than_equal", "$.device.op_latency_us"),
+            (client.post("/v1/layout/solve", json={
+                **LAYOUT, "device": {**small_device, "k_block_sync_cycles": "x"}}),
+             422, "schema.int_type", "$.device.k_block_sync_cycles"),
             (client.post("/v1/fusion/solve", json={
                 **FUSION, "base_costs": [1e308] * len(FUSION["op_types"])}),
              422, "range.cost", "$.base_costs[0]"),
