@@ -9,14 +9,17 @@ measured device time follows from the report's own definition, utilisation = ide
 cycles / actual cycles with ideal cycles = M*K*N / 32^3 x cycles per tile / cores. The
 model prices the same op in the same configuration with the same cost code the solvers
 use (``solver.layout.ops.build_candidate``), without the host dispatch overhead, which
-the device time does not include. Prints one line per group and the geometric-mean
-ratio model / measured; the JSON (with ``meta``) is rendered into BENCHMARKS.md.
+the device time does not include; a hand-tuned row is priced at the ``in0_block_w`` its
+run used (TT-NN's own choice for the other rows is not published: the model's default).
+Prints one line per group and the geometric-mean ratio model / measured; the JSON (with
+``meta``) is rendered into BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +49,7 @@ class Measured:
     source: str
     config: str
     utilization_pct: float
+    in0_block_w: int | None = None
 
     @property
     def group(self) -> str:
@@ -61,7 +65,9 @@ def read_table(path: Path = TABLE) -> list[Measured]:
     with path.open() as f:
         return [Measured(r["device"], int(r["m"]), int(r["k"]), int(r["n"]), r["dtype"],
                          r["math_fidelity"], r["source"], r["config"],
-                         float(r["device_utilization_pct"])) for r in csv.DictReader(f)]
+                         float(r["device_utilization_pct"]),
+                         int(r["in0_block_w"]) if r["in0_block_w"] else None)
+                for r in csv.DictReader(f)]
 
 
 def model_us(row: Measured, device: DeviceSpec) -> float:
@@ -74,9 +80,13 @@ def model_us(row: Measured, device: DeviceSpec) -> float:
         [operand((row.m, row.k), False), operand((row.k, row.n), True)],
         [operand((row.m, row.n), False)])
     out: MemConfig = DRAM if row.config == "dram" else sharded("block_sharded", *device.grid_rc)
-    cand = build_candidate(sig, out, FAMILIES["matmul"].knob_options(sig, out)[0], device)
+    matmul = FAMILIES["matmul"]
+    cand = build_candidate(sig, out, matmul.knob_options(sig, out, device)[0], device)
     if not isinstance(cand, Candidate):
         raise ValueError(f"{row}: the model rejects this configuration: {cand}")
+    if row.in0_block_w is not None:  # a block width the model does not offer: price it directly
+        cand = dataclasses.replace(cand, compute_us=matmul.compute_us(
+            sig, out, {"in0_block_w": row.in0_block_w}, device))
     return cand.latency_us((out if out.is_sharded else DRAM, DRAM)) - device.dispatch_overhead_us
 
 

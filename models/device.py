@@ -42,6 +42,12 @@ class DeviceSpec(BaseModel):
     dram_banks: Annotated[int, Field(gt=0, le=1024)] = Field(
         default=1, description="DRAM banks; one core reaches at most one bank's share of "
         "the bandwidth (1: any core reaches all of it)")
+    dram_interleaved_efficiency: Annotated[float, Field(ge=0.01, le=1)] = Field(
+        default=1.0, description="share of the DRAM bandwidth that interleaved reads and "
+        "writes reach (pages round-robin over every bank, NoC routes crossing)")
+    dram_sharded_efficiency: Annotated[float, Field(ge=0.01, le=1)] | None = Field(
+        default=None, description="share of the DRAM bandwidth a DRAM-sharded matmul "
+        "reaches, each bank read by a core next to it (null: no DRAM-sharded matmul)")
     dram_size_bytes: Annotated[int, Field(gt=0, le=2**50)] | None = Field(
         default=None, description="DRAM per chip; a graph that could need more is rejected "
         "(null: not checked)")
@@ -104,10 +110,8 @@ _TILE_MATMUL_CYCLES: dict[Fidelity, int] = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48
 # B/cycle on Blackhole (bf16 at HiFi2 reaches 63-75% on Wormhole, up to 90% on Blackhole).
 _MATMUL_UTILIZATION = 0.92
 # Each matmul K block is read (or multicast) and handed over with a semaphore round trip:
-# 400 cycles, fitted with the rest. Every row was priced at in0_block_w = 2 (the model's
-# block for those outputs) while the tuned runs used wider, fewer blocks: the fit fixes
-# the total at that width, a real block costs more, and the model's preference between
-# block widths is not validated (docs/layout-format.md section 9).
+# 400 cycles, fitted with the rest, every hand-tuned row priced at the in0_block_w its run
+# used (2 to 16; 300, 500 and 600 fit worse, docs/layout-format.md section 9).
 _K_BLOCK_SYNC_CYCLES = 400
 # tt-metal #33758: a one-tile elementwise op (addcdiv) runs 3.85 us of device kernel time;
 # every op and copy pays this device latency on top of its roofline and host dispatch.
@@ -130,6 +134,12 @@ _WORMHOLE_CHIP = dict(
     # tt-metal tech_reports/Saturating_DRAM_bandwidth: 12 DRAM banks; one reader core per
     # bank is needed to saturate the 288 GB/s (so one core reaches about 24 GB/s).
     dram_banks=12,
+    # tt-metal #6729: interleaved DRAM reads by every core (interleaved_to_sharded, 4096 B
+    # pages) reach about 185 GB/s of the 288, 0.64.
+    dram_interleaved_efficiency=0.64,
+    # tt-metal tech_reports/Saturating_DRAM_bandwidth: DRAM-sharded matmuls of Llama3-70B
+    # and Mixtral decode read 239-261 GB/s of 288 (0.83-0.91), 0.86.
+    dram_sharded_efficiency=0.86,
     clock_ghz=1.0,
     # tt-isa-documentation WormholeB0/NoC: 256-bit (32 B) flits, one flit per cycle per link.
     noc_bytes_per_cycle=32.0,
@@ -164,6 +174,15 @@ PRESETS: dict[str, DeviceSpec] = {
         dram_size_bytes=32 * 2**30,
         # tt-metal tech_reports/Blackhole/BlackholeBringUpProgrammingGuide: 8 DRAM banks.
         dram_banks=8,
+        # Interleaved reads on one NoC by cores not next to their bank reach 344 of 512 GB/s
+        # (0.67, tt-metal tech_reports/Saturating_DRAM_bandwidth/..._Blackhole.md; a single
+        # NoC is capped near 70%, tt-metal #30780), bank-adjacent readers 0.98. Between
+        # those, 0.8 fits the published matmul timings (which read on both NoCs) as well as
+        # 0.9 or 1.0 and better than 0.67 (docs/layout-format.md section 9). The
+        # DRAM-sharded matmul with two or three readers per bank reaches 90% (tt-metal
+        # #54242; one reader per bank: 55%).
+        dram_interleaved_efficiency=0.8,
+        dram_sharded_efficiency=0.90,
         clock_ghz=1.35,
         # tt-isa-documentation BlackholeA0/NoC: 512-bit (64 B) flits, one per cycle per link.
         noc_bytes_per_cycle=64.0,

@@ -24,6 +24,9 @@ from tests.layout_fixtures import op, tensor, tiny
 
 WH, BH = PRESETS["wormhole_n150"], PRESETS["blackhole_p150"]
 FIXED = 2.0 + 4.0  # every op and copy: host dispatch + device op latency (both presets)
+# Interleaved DRAM traffic reaches 0.64 of the 288 GB/s on a Wormhole (184,320 B/us; one
+# bank's share 15,360 B/us) and 0.8 of the 512 GB/s on a Blackhole (409,600 B/us).
+WH_DRAM, WH_BANK = 288_000 * 0.64, 24_000 * 0.64
 BERT_ACT = Geometry.of([1, 384, 768], "bf16")  # 12 x 24 tiles
 
 
@@ -271,12 +274,14 @@ def test_every_op_of_every_example_has_a_dram_configuration():
 # ----------------------------------------------------------------------- cost model
 
 def test_dram_noc_and_l1_times_by_hand():
-    assert cost.dram_us(WH, 288_000, 64) == pytest.approx(1.0)  # 288 GB/s = 288,000 B/us
-    assert cost.dram_us(WH, 288_000, 12) == pytest.approx(1.0)  # one core per bank
-    assert cost.dram_us(WH, 24_000, 1) == pytest.approx(1.0)  # one core: one bank, 24 GB/s
-    assert cost.dram_us(WH, 96_000, 4) == pytest.approx(1.0)
-    assert cost.dram_us(BH, 512_000, 130) == pytest.approx(1.0)
-    assert cost.dram_us(BH, 64_000, 1) == pytest.approx(1.0)  # 512 GB/s over 8 banks
+    assert cost.dram_us(WH, 184_320, 64) == pytest.approx(1.0)  # 0.64 x 288,000 B/us
+    assert cost.dram_us(WH, 184_320, 12) == pytest.approx(1.0)  # one core per bank
+    assert cost.dram_us(WH, 15_360, 1) == pytest.approx(1.0)  # one core: one bank's share
+    assert cost.dram_us(WH, 61_440, 4) == pytest.approx(1.0)
+    assert cost.dram_us(BH, 409_600, 130) == pytest.approx(1.0)  # 0.8 x 512,000 B/us
+    assert cost.dram_us(BH, 51_200, 1) == pytest.approx(1.0)  # over 8 banks
+    assert cost.dram_sharded_us(WH, 247_680) == pytest.approx(1.0)  # 0.86 x 288,000 B/us
+    assert cost.dram_sharded_us(BH, 460_800) == pytest.approx(1.0)  # 0.90 x 512,000 B/us
     assert cost.noc_us(WH, 32_000) == pytest.approx(1.0)  # 32 B/cycle at 1 GHz
     assert cost.l1_us(BH, 128 * 1350) == pytest.approx(1.0)  # 128 B/cycle at 1.35 GHz
 
@@ -284,7 +289,7 @@ def test_dram_noc_and_l1_times_by_hand():
 def test_binary_add_in_dram_by_hand():
     c = build_candidate(ADD, DRAM, {}, WH)
     nbytes = 12 * 24 * 2048
-    read = nbytes / 288_000
+    read = nbytes / WH_DRAM
     assert c.compute_us == pytest.approx(math.ceil(288 / 64) * 32 / 1000)
     assert c.latency_us([DRAM, DRAM]) == pytest.approx(3 * read + FIXED)
     sharded_add = build_candidate(ADD, H12, {}, WH)
@@ -294,20 +299,22 @@ def test_binary_add_in_dram_by_hand():
 
 
 def test_dram_reads_are_limited_by_the_cores_reading():
-    """An op on 4 cores reads a DRAM operand at 4 banks' share (96 GB/s on a Wormhole),
-    on 12 or more at the full 288 GB/s; a DRAM output is written by every core."""
+    """An op on 4 cores reads a DRAM operand at 4 banks' share (4 x 15,360 B/us on a
+    Wormhole), on 12 or more at all of the interleaved rate; a DRAM output is written by
+    every core."""
     nbytes = 12 * 24 * 2048
     h4 = sharded("height_sharded", 1, 4)
-    assert build_candidate(ADD, h4, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 96_000)
-    assert build_candidate(ADD, H12, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / 288_000)
-    assert build_candidate(ADD, DRAM, {}, WH).write_us == pytest.approx(nbytes / 288_000)
+    assert build_candidate(ADD, h4, {}, WH).accepts[0][DRAM] == pytest.approx(
+        nbytes / (4 * WH_BANK))
+    assert build_candidate(ADD, H12, {}, WH).accepts[0][DRAM] == pytest.approx(nbytes / WH_DRAM)
+    assert build_candidate(ADD, DRAM, {}, WH).write_us == pytest.approx(nbytes / WH_DRAM)
     # an interleaved output of 4 tiles runs on 4 cores: 4 banks' share for its DRAM reads
     small = sig("add", [([64, 64],), ([64, 64],)], ([64, 64],))
     assert build_candidate(small, DRAM, {}, WH).accepts[0][DRAM] == pytest.approx(
-        4 * 2048 / 96_000)
+        4 * 2048 / (4 * WH_BANK))
     # and its spill from L1-interleaved is written by those 4 cores (one tile each)
     assert cost.copy_us(WH, Geometry.of([64, 64], "bf16"), L1_INTERLEAVED, DRAM) == (
-        pytest.approx(FIXED + 2048 / 32_000 + 4 * 2048 / 96_000))
+        pytest.approx(FIXED + 2048 / 32_000 + 4 * 2048 / (4 * WH_BANK)))
 
 
 def test_matmul_compute_by_hand():
@@ -324,11 +331,61 @@ def test_a_custom_device_without_the_fitted_fields_is_priced_as_before():
     """No matmul_utilization, k_block_sync_cycles, unpack rate or op latency: 0.7, a 0.1 /
     in0_block_w share, no unpacking bound and host dispatch only, as before they existed."""
     fields = WH.model_dump(exclude={"matmul_utilization", "k_block_sync_cycles",
-                                    "unpack_bytes_per_cycle", "op_latency_us"})
+                                    "unpack_bytes_per_cycle", "op_latency_us",
+                                    "dram_interleaved_efficiency", "dram_sharded_efficiency"})
     old = DeviceSpec.model_validate({**fields, "name": "old"})
     c = build_candidate(MATMUL, B48, {"in0_block_w": 2}, old)
     assert c.compute_us == pytest.approx(216 * 64 / 0.7 * (1 + 0.1 / 2) / 1000)
     assert c.fixed_us == 2.0
+    assert c.accepts[1][DRAM] == pytest.approx(768 * 768 * 2 / 288_000)  # the whole 288 GB/s
+    assert not any(dict(k.knobs).get("dram_sharded") for k in candidates(DECODE, old))
+
+
+# A decode projection: one tile row of activations, a 4096 x 4096 bfp8 weight (17,825,792
+# B), the output width-sharded over 8 cores (16 of its 128 tile columns each).
+DECODE = sig("matmul", [([32, 4096],), ([4096, 4096], "bfp8", "const")], ([32, 4096],))
+W8 = sharded("width_sharded", 1, 8)
+
+
+def test_dram_sharded_matmul_by_hand():
+    """The weight streams from its 12 banks at 0.86 x 288 GB/s, one compute core per bank
+    (ceil(128 / 12) = 11 output tile columns each), in0 only from its width-sharded L1."""
+    ds = build_candidate(DECODE, W8, {"in0_block_w": 8, "dram_sharded": 1}, WH)
+    assert ds.accepts[1] == {DRAM: pytest.approx(17_825_792 / 247_680)}
+    assert list(ds.accepts[0]) == [W8]
+    tile = (2048 + 1088) / 96 / 0.92  # unpacking a bf16 and a bfp8 tile outruns HiFi2's 32
+    compute = (1 * 11 * 128 * tile + 128 // 8 * 400) / 1000
+    assert ds.compute_us == pytest.approx(compute)
+    shard = 16 * 2048 / 64_000  # in0's and the output's shard in local L1
+    assert ds.latency_us([W8, DRAM]) == pytest.approx(
+        max(compute, shard + shard + 17_825_792 / 247_680) + FIXED)
+    assert ds.program["program"] == "dram_sharded" and ds.program["per_core_N"] == 11
+    # the 1-D multicast on the same 8 cores reads interleaved at 8 banks' share
+    mcast = build_candidate(DECODE, W8, {"in0_block_w": 8}, WH)
+    assert mcast.accepts[1][DRAM] == pytest.approx(17_825_792 / (8 * WH_BANK))
+    assert mcast.latency_us([W8, DRAM]) > 1.9 * ds.latency_us([W8, DRAM])
+    # over 64 cores (2 tile columns each) the multicast reads at the whole interleaved rate
+    w64 = sharded("width_sharded", 1, 64)
+    shards = 2 * (2 * 2048 / 64_000)
+    wide = build_candidate(DECODE, w64, {"in0_block_w": 8}, WH).latency_us([w64, DRAM])
+    assert wide == pytest.approx(17_825_792 / WH_DRAM + shards + FIXED)
+    wide_ds = build_candidate(DECODE, w64, {"in0_block_w": 8, "dram_sharded": 1}, WH)
+    assert wide_ds.latency_us([w64, DRAM]) == pytest.approx(17_825_792 / 247_680 + shards + FIXED)
+
+
+def test_dram_sharded_matmul_is_offered_only_where_ttnn_runs_it():
+    def offered(s: OpSig, out: MemConfig, device: DeviceSpec = WH) -> bool:
+        return any(dict(c.knobs).get("dram_sharded") for c in candidates(s, device, 4096)
+                   if c.output == out)
+    assert offered(DECODE, W8)
+    assert not offered(DECODE, sharded("height_sharded", 1, 1))  # the output width-sharded
+    assert not offered(DECODE, DRAM)
+    activation_rhs = sig("matmul", [([32, 4096],), ([4096, 4096], "bfp8")], ([32, 4096],))
+    assert not offered(activation_rhs, W8)  # a weight, prepared at load time
+    assert rule_of(build_candidate(activation_rhs, W8, {"in0_block_w": 8, "dram_sharded": 1},
+                                   WH)) == "knobs.unknown"
+    no_banks = WH.model_copy(update={"dram_sharded_efficiency": None})
+    assert not offered(DECODE, W8, no_banks)
 
 
 def test_fidelity_follows_the_weight_dtype_unless_unpacking_is_slower():
@@ -349,10 +406,10 @@ def test_reshard_cost_by_hand():
     p = analyze(parse_graph(tiny()), WH)
     nbytes = 4 * 8 * 2048
     spill = p.copy_us("h", sharded("height_sharded", 1, 4), DRAM)
-    # four cores write DRAM: four banks' share, 4 x 24 GB/s
-    assert spill == pytest.approx(FIXED + (nbytes / 4) / 32_000 + nbytes / 96_000)
-    reload = p.copy_us("h", DRAM, L1_INTERLEAVED)  # every core reads: the full 288 GB/s
-    assert reload == pytest.approx(FIXED + nbytes / 288_000 + 1 * 2048 / 32_000)
+    # four cores write DRAM: four banks' share of the interleaved rate
+    assert spill == pytest.approx(FIXED + (nbytes / 4) / 32_000 + nbytes / (4 * WH_BANK))
+    reload = p.copy_us("h", DRAM, L1_INTERLEAVED)  # every core reads: the whole rate
+    assert reload == pytest.approx(FIXED + nbytes / WH_DRAM + 1 * 2048 / 32_000)
     reshard = p.copy_us("h", sharded("height_sharded", 1, 4), sharded("width_sharded", 1, 8))
     assert reshard == pytest.approx(FIXED + (nbytes / 4) / 32_000 + (nbytes / 8) / 32_000)
 

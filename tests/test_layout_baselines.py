@@ -11,7 +11,7 @@ from solver.layout.dfsharding import ShardSolver, build_chains, dfs_schedule
 from solver.layout.evaluate import evaluate
 from solver.layout.plan import plan_summary
 from solver.layout.problem import analyze
-from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, tiny
+from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
 
 GRAPHS = {path.stem: parse_graph(load(path)) for path in EXAMPLES}
 PLANS = {(g, d, s): solve(GRAPHS[g], s, d) for g in GRAPHS for d in PRESET_PAIR for s in BASELINES}
@@ -106,3 +106,25 @@ def test_baselines_are_deterministic():
     for solver in BASELINES:
         a, b = solve(graph, solver, "blackhole_p150"), solve(graph, solver, "blackhole_p150")
         assert a.model_dump(exclude={"stats"}) == b.model_dump(exclude={"stats"})
+
+
+def test_baselines_never_use_the_dram_sharded_matmul_tt_mlir_lacks():
+    """A decode MLP whose projections the optimum runs DRAM-sharded on a Wormhole (weights
+    streamed from their banks at 0.86 of the bandwidth instead of 0.64): the baselines
+    reproduce tt-mlir, which cannot emit that matmul (tt-mlir #617)."""
+    graph = parse_graph({
+        "format": "layoutsat-graph", "version": 1, "name": "decode-mlp",
+        "tensors": [tensor("x", [1, 32, 2048], "input"),
+                    tensor("w1", [2048, 8192], "constant", "bfp8"), tensor("h", [1, 32, 8192]),
+                    tensor("g", [1, 32, 8192]),
+                    tensor("w2", [8192, 2048], "constant", "bfp8"), tensor("y", [1, 32, 2048])],
+        "ops": [op("up", "matmul", ["x", "w1"], ["h"]), op("act", "silu", ["h"], ["g"]),
+                op("down", "matmul", ["g", "w2"], ["y"])],
+        "outputs": ["y"]})
+
+    def dram_sharded(plan) -> set[str]:
+        return {name for name, o in plan.ops.items() if o.program.get("program") == "dram_sharded"}
+    for baseline in BASELINES:
+        assert not dram_sharded(solve(graph, baseline, "wormhole_n150"))
+    best = solve(graph, "cpsat", "wormhole_n150")
+    assert best.status == "optimal" and dram_sharded(best)

@@ -105,6 +105,30 @@ def test_conv1d_chain_keeps_channels_last_between_the_convs():
     assert report["permutes_cancelled"] == 2 and report["reshapes_cancelled"] == 2
 
 
+def test_conv1d_then_a_transpose_to_channels_last_folds_to_one_reshape():
+    """Whisper's stem into its encoder: Conv1d, GELU, Transpose(0, 2, 1), MatMul. Back to
+    channels-first, to [N, C, L], the activation, and the transpose to [N, L, C] keep the
+    conv's channels-last element order: one reshape, the activation on [N, L, C]."""
+    nodes = [N("Conv", ["x", "w"], ["c"], pads=[1, 1]), N("Relu", ["c"], ["r"]),
+             N("Transpose", ["r"], ["t"], perm=[0, 2, 1]), N("MatMul", ["t", "m"], ["y"])]
+    graph, report = run(nodes, {"x": [1, 8, 20]}, ["y"], {"w": w(12, 8, 3), "m": w(12, 16)})
+    assert types(graph) == ["reshape", "permute", "conv2d", "reshape", "linear"]
+    conv, back = op(graph, "conv2d"), graph.ops[3]
+    assert conv.attrs["activation"] == "relu" and back.inputs == conv.outputs
+    assert shape(graph, conv.outputs[0]) == [1, 1, 20, 12]
+    assert shape(graph, back.outputs[0]) == [1, 20, 12] and shape(graph, "y") == [1, 20, 16]
+    assert op(graph, "linear").inputs[0] == back.outputs[0]
+    assert report["permutes_as_reshape"] == 1 and report["permutes_cancelled"] == 1
+
+
+def test_layout_ops_that_reorder_elements_do_not_fold():
+    """Transpose(0, 2, 1) after a Conv1d without the way back to channels-last (here the
+    conv's output is read as [N, C, L] by a MatMul over L) keeps its permutes."""
+    nodes = [N("Conv", ["x", "w"], ["c"], pads=[1, 1]), N("MatMul", ["c", "m"], ["y"])]
+    graph, _ = run(nodes, {"x": [1, 8, 20]}, ["y"], {"w": w(12, 8, 3), "m": w(20, 16)})
+    assert types(graph) == ["reshape", "permute", "conv2d", "permute", "reshape", "linear"]
+
+
 # ----------------------------------------------------------------------------- Gather
 
 

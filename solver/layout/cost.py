@@ -19,10 +19,20 @@ CYCLES_PER_US_PER_GHZ = 1e3
 
 
 def dram_us(device: DeviceSpec, nbytes: float, cores: int) -> float:
-    """DRAM time of ``nbytes`` moved by ``cores`` cores: each core reaches at most one
-    bank's share of the bandwidth, so fewer cores than banks leave banks idle."""
-    share = min(1.0, cores / device.dram_banks)
+    """DRAM time of ``nbytes`` of an interleaved tensor moved by ``cores`` cores: at the
+    share of the bandwidth interleaved traffic reaches, of which each core reaches at most
+    one bank's part, so fewer cores than banks leave banks idle."""
+    share = min(1.0, cores / device.dram_banks) * device.dram_interleaved_efficiency
     return nbytes / (device.dram_bandwidth_gbps * share * BYTES_PER_US_PER_GBPS)
+
+
+def dram_sharded_us(device: DeviceSpec, nbytes: float) -> float:
+    """DRAM time of ``nbytes`` sharded over every bank, each bank read by the core next to
+    it (TT-NN's DRAM-sharded matmul weights); the device must have
+    ``dram_sharded_efficiency``."""
+    assert device.dram_sharded_efficiency is not None
+    return nbytes / (device.dram_bandwidth_gbps * device.dram_sharded_efficiency
+                     * BYTES_PER_US_PER_GBPS)
 
 
 def noc_us(device: DeviceSpec, bytes_per_core: float) -> float:

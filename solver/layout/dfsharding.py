@@ -79,7 +79,7 @@ def _reads_output_of(problem: LayoutProblem, consumer: str, producer: str) -> bo
 
 def chain_configs(problem: LayoutProblem, op: str) -> list[Candidate]:
     """Sharded configurations whose non-chain operands can stay in DRAM (the IR layout)."""
-    return [c for c in problem.ops[op].candidates if c.output.is_sharded
+    return [c for c in problem.ops[op].candidates if c.output.is_sharded and c.in_tt_mlir
             and all(DRAM in acc for acc in c.accepts[1:])]
 
 

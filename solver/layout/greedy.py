@@ -113,7 +113,7 @@ def input_options(problem: LayoutProblem, beams: dict[str, list[BeamEntry]], op:
 def best_entries(problem: LayoutProblem, op: str,
                  options: list[list[InputOption]]) -> list[BeamEntry]:
     entries = []
-    for cand in problem.ops[op].candidates:
+    for cand in filter(lambda c: c.in_tt_mlir, problem.ops[op].candidates):
         usable = [[o for o in opts if o.layout in cand.accepts[i]]
                   for i, opts in enumerate(options)]
         for combo in itertools.product(*usable):

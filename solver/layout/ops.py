@@ -4,10 +4,10 @@ For one op instance (an ``OpSig``: type, attributes, operand and output shapes) 
 *family* answers four questions, each a pure function:
 
 - which output memory configurations exist and which are legal (``output_rule``);
-- which op-specific knobs exist for an output (matmul ``in0_block_w``, conv2d
-  ``act_block_h_override``);
+- which op-specific knobs exist for an output (matmul ``in0_block_w`` and
+  ``dram_sharded``, conv2d ``act_block_h_override``);
 - which memory configuration of each operand the op can read, and at what cost
-  (``input_rule`` plus ``cost.access_us``);
+  (``reads``: ``input_rule`` plus ``cost.access_us``);
 - the circular-buffer (scratch) L1 and the compute time of a configuration.
 
 ``build_candidate`` turns an (output, knobs) pair into a ``Candidate`` or names the
@@ -122,6 +122,12 @@ class Candidate:
     def cores(self, device_cores: int) -> int:
         return cores_of(self.output, device_cores)
 
+    @property
+    def in_tt_mlir(self) -> bool:
+        """Whether tt-mlir, whose policies the baselines reproduce, can emit this
+        configuration: it has no DRAM-sharded matmul (tt-mlir #617)."""
+        return not dict(self.knobs).get("dram_sharded")
+
 
 def config_id(output: MemConfig, knobs: dict[str, int]) -> str:
     return output.key + "".join(f"/{k}={v}" for k, v in sorted(knobs.items()))
@@ -148,13 +154,22 @@ class Family:
     def output_rule(self, sig: OpSig, out: MemConfig) -> str | None:
         return None
 
-    def knob_options(self, sig: OpSig, out: MemConfig) -> list[dict[str, int]]:
+    def knob_options(self, sig: OpSig, out: MemConfig,
+                     device: DeviceSpec) -> list[dict[str, int]]:
         return [{}]
 
     def input_options(self, sig: OpSig, out: MemConfig, i: int,
                       device: DeviceSpec) -> list[MemConfig]:
         derived = self.sharded_input(sig, out, i)
         return [DRAM, L1_INTERLEAVED] + ([derived] if derived else [])
+
+    def reads(self, sig: OpSig, out: MemConfig, knobs: dict[str, int], i: int,
+              device: DeviceSpec) -> dict[MemConfig, float]:
+        """The memory configurations operand ``i`` may be read from, with the read time."""
+        cores = cost.working_cores(device, sig.out, out)
+        return {m: cost.access_us(device, sig.inputs[i].geom, m, cores)
+                for m in self.input_options(sig, out, i, device)
+                if input_rule(sig, out, i, m) is None}
 
     def sharded_input(self, sig: OpSig, out: MemConfig, i: int) -> MemConfig | None:
         """The sharded configuration operand ``i`` must have to match a sharded output."""
@@ -313,8 +328,11 @@ class Matmul(ShardedLikeOutput):
         """(Mt, Nt, Kt) with M collapsed over the batch dims."""
         return sig.out.ht, sig.out.wt, sig.inputs[0].geom.wt
 
-    def per_core(self, sig: OpSig, out: MemConfig, device: DeviceSpec) -> tuple[int, int]:
+    def per_core(self, sig: OpSig, out: MemConfig, device: DeviceSpec,
+                 knobs: dict[str, int]) -> tuple[int, int]:
         mt, nt, _ = self.dims(sig)
+        if knobs.get("dram_sharded"):
+            return mt, -(-nt // device.dram_banks)
         rows, cols = out.grid or device.grid_rc
         if out.layout == "height_sharded":
             return -(-mt // (rows * cols)), nt
@@ -331,22 +349,45 @@ class Matmul(ShardedLikeOutput):
             return next(d for d in (8, 4, 2, 1) if kt % d == 0)
         return 2 if kt % 2 == 0 else 1
 
-    def knob_options(self, sig, out) -> list[dict[str, int]]:
+    def knob_options(self, sig, out, device) -> list[dict[str, int]]:
         default = self.default_block_w(sig, out)
         lean = 2 if default % 2 == 0 and default > 2 else default
-        return [{"in0_block_w": w} for w in dict.fromkeys((default, lean))]
+        options = [{"in0_block_w": w} for w in dict.fromkeys((default, lean))]
+        if self.dram_sharded_offered(sig, out, device):
+            options.append({"in0_block_w": default, "dram_sharded": 1})
+        return options
+
+    @staticmethod
+    def dram_sharded_offered(sig: OpSig, out: MemConfig, device: DeviceSpec) -> bool:
+        """TT-NN's DRAM-sharded matmul (``MatmulMultiCoreReuseMultiCastDRAMShardedProgram
+        Config``, tech_reports/LLMs/llms.md 4.3.2.2): in0 and the output width-sharded in
+        L1, in1 a 2-D weight width-sharded over the DRAM banks at load time, one compute
+        core next to each bank."""
+        rhs = sig.inputs[1]
+        return (device.dram_sharded_efficiency is not None and out.layout == "width_sharded"
+                and rhs.constant and len(rhs.shape) == 2)
+
+    def reads(self, sig, out, knobs, i, device) -> dict[MemConfig, float]:
+        """With ``dram_sharded`` in1 streams from its banks at the DRAM-sharded rate and in0
+        must be the width-sharded activation."""
+        found = super().reads(sig, out, knobs, i, device)
+        if not knobs.get("dram_sharded") or i == 2:
+            return found
+        if i == 1:
+            return {DRAM: cost.dram_sharded_us(device, sig.inputs[1].geom.total_bytes)}
+        return {m: t for m, t in found.items() if m.is_sharded}
 
     def block_w(self, sig: OpSig, out: MemConfig, knobs: dict[str, int]) -> int:
         return knobs.get("in0_block_w", self.default_block_w(sig, out))
 
     def cb_tiles(self, sig, out, knobs, device) -> int:
-        pm, pn = self.per_core(sig, out, device)
+        pm, pn = self.per_core(sig, out, device, knobs)
         w = self.block_w(sig, out, knobs)
         staged_out = 0 if out.is_sharded else pm * pn
         return 2 * pm * w + 2 * w * pn + staged_out + (2 * pn if len(sig.inputs) == 3 else 0)
 
     def compute_us(self, sig, out, knobs, device) -> float:
-        pm, pn = self.per_core(sig, out, device)
+        pm, pn = self.per_core(sig, out, device, knobs)
         kt = self.dims(sig)[2]
         cycles = cost.matmul_cycles(device, pm * pn * kt, fidelity(sig), operand_tile_bytes(sig))
         w = self.block_w(sig, out, knobs)
@@ -359,10 +400,12 @@ class Matmul(ShardedLikeOutput):
         return cost.cycles_us(device, cycles)
 
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
-        pm, pn = self.per_core(sig, out, device)
+        pm, pn = self.per_core(sig, out, device, knobs)
         kinds = {"height_sharded": "1d_mcast_in1", "width_sharded": "1d_mcast_in0",
                  "block_sharded": "2d_mcast"}
         kind = kinds.get(out.layout, "interleaved") if out.is_sharded else "interleaved"
+        if knobs.get("dram_sharded"):
+            kind = "dram_sharded"
         sub_w = next(d for d in range(min(pn, 8), 0, -1) if pn % d == 0)
         return {"program": kind, "per_core_M": pm, "per_core_N": pn,
                 "in0_block_w": self.block_w(sig, out, knobs), "out_subblock_h": 1,
@@ -391,7 +434,7 @@ class Conv2d(ShardedLikeOutput):
         w = sig.inputs[1].shape
         return max(1, -(-(w[1] * w[2] * w[3]) // TILE))
 
-    def knob_options(self, sig, out) -> list[dict[str, int]]:
+    def knob_options(self, sig, out, device) -> list[dict[str, int]]:
         st = sig.out.shard_tiles(out)
         if st is None or out.layout == "width_sharded":
             return [{"act_block_h_override": 0}]
@@ -570,15 +613,16 @@ def input_rule(sig: OpSig, out: MemConfig, i: int, m: MemConfig) -> str | None:
     return FAMILIES[sig.type].operand_rule(sig, out, i, m)
 
 
-def output_rule(sig: OpSig, out: MemConfig, knobs: dict[str, int]) -> str | None:
-    """Why ``out`` with ``knobs`` is not a legal configuration of op ``sig``."""
+def output_rule(sig: OpSig, out: MemConfig, knobs: dict[str, int],
+                device: DeviceSpec) -> str | None:
+    """Why ``out`` with ``knobs`` is not a legal configuration of op ``sig`` on ``device``."""
     if not sig.out.fits_grid(out):
         return (f"memcfg.grid: the output cannot be sharded on {out.key} "
                 "(a core would hold no tile)")
     family = FAMILIES[sig.type]
     reason = family.output_rule(sig, out)
-    if reason is None and knobs not in family.knob_options(sig, out):
-        allowed = [config_id(out, k) for k in family.knob_options(sig, out)]
+    if reason is None and knobs not in family.knob_options(sig, out, device):
+        allowed = [config_id(out, k) for k in family.knob_options(sig, out, device)]
         reason = (f"knobs.unknown: knobs {knobs} are not offered for {out.key}; "
                   f"choose one of {allowed}")
     return reason
@@ -587,16 +631,14 @@ def output_rule(sig: OpSig, out: MemConfig, knobs: dict[str, int]) -> str | None
 def build_candidate(sig: OpSig, out: MemConfig, knobs: dict[str, int],
                     device: DeviceSpec) -> Candidate | str:
     """The candidate for (``out``, ``knobs``), or the rule that forbids it."""
-    reason = output_rule(sig, out, knobs)
+    reason = output_rule(sig, out, knobs, device)
     if reason:
         return reason
     family = FAMILIES[sig.type]
     accepts = []
     cores = cost.working_cores(device, sig.out, out)
-    for i, operand in enumerate(sig.inputs):
-        ok = {m: cost.access_us(device, operand.geom, m, cores)
-              for m in family.input_options(sig, out, i, device)
-              if input_rule(sig, out, i, m) is None}
+    for i in range(len(sig.inputs)):
+        ok = family.reads(sig, out, knobs, i, device)
         if not ok:
             return f"operand.unreadable: no memory configuration of operand {i} is accepted"
         accepts.append(ok)
@@ -620,7 +662,7 @@ def candidates(sig: OpSig, device: DeviceSpec,
     family = FAMILIES[sig.type]
     found: list[Candidate] = []
     for out in family.output_options(sig, device):
-        for knobs in family.knob_options(sig, out):
+        for knobs in family.knob_options(sig, out, device):
             c = build_candidate(sig, out, knobs, device)
             if isinstance(c, Candidate) and c.cb_bytes_per_core + sig.out.bytes_per_core(
                     out, device.cores) <= device.usable_l1_bytes:

@@ -27,6 +27,30 @@ def _perm(op: dict, rank: int) -> list[int]:
     return perm
 
 
+def _keeps_element_order(shape: list[int], steps: list[tuple[dict, list[int]]]) -> bool:
+    """Do the layout ops ``steps`` (each with its output shape), applied to a tensor of
+    ``shape``, leave its elements in their order, i.e. amount to one reshape? Each dim is
+    tracked as the run of input dims (size 1 dropped) it holds; a reshape that splits an
+    input dim is not followed (False)."""
+    dims = [[i] if n != 1 else [] for i, n in enumerate(shape)]
+    sizes = dict(enumerate(shape))
+    for op, out in steps:
+        if op["type"] == "reshape":
+            flat, dims = [a for d in dims for a in d], []
+            for n in out:
+                group, size = [], 1
+                while size < n and flat:
+                    group.append(flat.pop(0))
+                    size *= sizes[group[-1]]
+                if size != n:
+                    return False
+                dims.append(group)
+        else:
+            dims = [dims[p] for p in _perm(op, len(dims))]
+    flat = [a for d in dims for a in d]
+    return flat == sorted(flat)
+
+
 def _only_relabels(op: dict, shape: list[int]) -> bool:
     """A permute that moves only size-1 dims keeps the element order: a reshape."""
     moved = [p for p in _perm(op, len(shape)) if shape[p] != 1]
@@ -100,6 +124,40 @@ class _Canceller:
             changed = True
         return changed
 
+    def fold_chain(self, op: dict) -> bool:
+        """``op`` and the layout ops after it, through unary elementwise ops, each the only
+        reader of the one before: when together they keep the element order (Whisper's
+        Conv1d back to channels-first, a reshape, an activation, then a transpose back to
+        channels-last), the elementwise ops run on what ``op`` read, the last layout op
+        becomes the one reshape and the others go (``op`` by ``step``)."""
+        chain, last, steps = [op], 0, [(op, self.b.shape(op["outputs"][0]))]
+        while len(readers := self.readers[chain[-1]["outputs"][0]]) == 1 and \
+                readers[0]["type"] in (*LAYOUT_OPS, *UNARY_TYPES) and \
+                chain[-1]["outputs"][0] not in self.outputs:
+            chain.append(readers[0])
+            if readers[0]["type"] in LAYOUT_OPS:
+                steps.append((readers[0], self.b.shape(readers[0]["outputs"][0])))
+                if _keeps_element_order(self.b.shape(op["inputs"][0]), steps) and \
+                        readers[0]["outputs"][0] not in self.outputs:
+                    last = len(chain) - 1
+        if last == 0:
+            return False
+        source = op["inputs"][0]
+        for layout in chain[1:last]:
+            if layout["type"] in LAYOUT_OPS:
+                self.drop(layout)
+        for e in chain[1:last]:
+            if e["type"] not in LAYOUT_OPS:
+                self.read(e, e["inputs"][0], source)
+                self.b.tensors[e["outputs"][0]]["shape"] = list(self.b.shape(op["inputs"][0]))
+                source = e["outputs"][0]
+        end = chain[last]
+        self.read(end, end["inputs"][0], source)
+        if end["type"] != "reshape":
+            end["type"], end["attrs"] = "reshape", {}
+            self.b.report.permutes_as_reshape += 1
+        return True
+
     def around_elementwise(self, op: dict, e: dict) -> bool:
         """op, an elementwise op (unary, or binary with a constant), then op's inverse: the
         elementwise op runs on what op read, its constant permuted to match, and produces
@@ -146,13 +204,29 @@ class _Canceller:
                     _only_relabels(op, self.b.shape(op["inputs"][0])):
                 op["type"], op["attrs"] = "reshape", {}
                 self.b.report.permutes_as_reshape += 1
-        changed = True
-        while changed:
-            changed = False
-            for op in self.b.ops:
-                if op["type"] in LAYOUT_OPS and id(op) not in self.dropped:
-                    changed |= self.step(op)
+        while self.cancel_pairs() | self.fold_chains():
+            pass
         self.b.ops = [op for op in self.b.ops if id(op) not in self.dropped]
+
+    def live_layout_ops(self) -> list[dict]:
+        return [op for op in self.b.ops if op["type"] in LAYOUT_OPS and id(op) not in self.dropped]
+
+    def cancel_pairs(self) -> bool:
+        """The pairwise rules of ``step`` until none applies; True when any did."""
+        changed = False
+        while any([self.step(op) for op in self.live_layout_ops() if id(op) not in self.dropped]):
+            changed = True
+        return changed
+
+    def fold_chains(self) -> bool:
+        """Chains the pairwise rules leave (``fold_chain``), then what that frees."""
+        folded = False
+        for op in self.live_layout_ops():
+            if id(op) not in self.dropped and op["outputs"][0] not in self.outputs \
+                    and self.fold_chain(op):
+                self.step(op)
+                folded = True
+        return folded
 
 
 def cancel_layout_ops(b: Builder, outputs: set[str]) -> None:
