@@ -243,15 +243,41 @@ def test_the_halo_follows_stride_grid_and_the_matmul_path():
     assert p.fixed_us == pytest.approx(2 * FIXED + (114 + 1) * 32 * 2 / 32_000)
 
 
-def test_a_depthwise_conv_multiplies_one_group_and_pays_a_halo():
-    """K is one group's channels x the window (9: one tile) for a 3x3 depthwise conv over
-    96 channels, and its halo carries all 96 channels: (2 * 30 + 2) pixels x 96 x 2 B."""
+def test_a_depthwise_conv_computes_like_a_dense_one_as_ttnn_runs_it():
+    """TT-NN expands a grouped conv's weights with zeros to every input channel (tt-metal
+    #25523): a 3x3 depthwise conv over 96 channels multiplies K = 96 x 9 = 864 (27 tiles),
+    not 9. Height-sharded on 25 cores (one tile row of 3 output tiles each, bf16 at HiFi4:
+    64 cycles a tile at 0.92, plus a tenth for the one-tile activation block); the whole K
+    is held: 2 x 1 x 27 activation + 27 x 3 weight + 2 tiles. Its halo carries all 96
+    channels: (2 x 30 + 2) pixels x 96 x 2 B."""
     dw = sig("conv2d", [([1, 28, 28, 96],), ([96, 1, 3, 3], "bf16", "const")],
              ([1, 28, 28, 96],), padding=[1, 1], groups=96)
     h = sharded("height_sharded", 1, 25)  # 784 output rows: 25 tile rows, one per core
     c = build_candidate(dw, h, {"act_block_h_override": 0}, WH)
-    assert c.program["weights_k_tiles"] == 1
+    assert c.program["weights_k_tiles"] == 27
+    assert c.compute_us == pytest.approx(3 * 27 * 64 / 0.92 * 1.1 / 1000)
+    assert c.cb_bytes_per_core == (2 * 27 + 27 * 3 + 2) * 2048
     assert c.fixed_us == pytest.approx(2 * FIXED + (2 * 30 + 2) * 96 * 2 / 32_000)
+
+
+def test_a_wide_conv_streams_k_in_blocks_over_its_grid_columns():
+    """MobileNetV2's last depthwise conv: 960 channels on 7 x 7 (2 x 30 output tiles), K =
+    960 x 9 (270 tiles). Height-sharded, a core would hold all 270 K tiles of weights for
+    30 output columns (17.7 MB): no such configuration. Block-sharded on 2 x 6 the input
+    channels are split over the 6 columns: K blocks of 45 tiles, double-buffered, for 5
+    output columns, 2 x 45 + 2 x 45 x 5 + 2 tiles. A DRAM output runs on the widest block
+    sharding whose scratch fits (2 x 8: 4 columns, blocks of 34 tiles)."""
+    dw = sig("conv2d", [([1, 7, 7, 960],), ([960, 1, 3, 3], "bf16", "const")],
+             ([1, 7, 7, 960],), padding=[1, 1], groups=960)
+    found = candidates(dw, WH, 4096)
+    assert not any(c.output.layout == "height_sharded" for c in found)
+    block = build_candidate(dw, sharded("block_sharded", 2, 6), {"act_block_h_override": 0}, WH)
+    assert block.cb_bytes_per_core == (2 * 45 + 2 * 45 * 5 + 2) * 2048
+    assert block.compute_us == pytest.approx(5 * 270 * 64 / 0.92 * 1.1 / 1000)
+    assert block.program["k_blocks"] == 6
+    dram = next(c for c in found if c.output == DRAM)
+    assert dram.cb_bytes_per_core == (2 * 34 + 2 * 34 * 4 + 2) * 2048
+    assert dram.compute_us == pytest.approx(4 * 270 * 64 / 0.92 * 1.1 / 1000)
 
 
 def test_candidate_cap_keeps_interleaved_first_and_can_be_raised():

@@ -413,9 +413,10 @@ class Matmul(ShardedLikeOutput):
 
 
 class Conv2d(ShardedLikeOutput):
-    """conv2d as an implicit matmul [N*Ho*Wo, Cin/groups*kh*kw] x [.., Cout]."""
+    """conv2d as TT-NN runs it: an implicit matmul [N*Ho*Wo, Cin*kh*kw] x [.., Cout]."""
 
     ACT_BLOCK_H = (0, 64, 32)
+    INTERNAL_LAYOUTS = ("height_sharded", "block_sharded", "width_sharded")
 
     def output_rule(self, sig, out) -> str | None:
         if out == L1_INTERLEAVED:
@@ -428,31 +429,65 @@ class Conv2d(ShardedLikeOutput):
         return super().operand_rule(sig, out, i, m)
 
     def kt(self, sig: OpSig) -> int:
-        """K tiles of the implicit matmul: one group's input channels x the window. (TT-NN
-        today expands grouped weights with zeros to every input channel, tt-metal #25523;
-        the model does not, docs/layout-format.md section 5 says why.)"""
-        w = sig.inputs[1].shape
-        return max(1, -(-(w[1] * w[2] * w[3]) // TILE))
+        """K tiles of the implicit matmul: every input channel x the window. TT-NN expands
+        a grouped conv's weights with zeros to all input channels (tt-metal #25523, open),
+        so a depthwise conv computes and holds its weights like a dense one."""
+        _, _, kh, kw = sig.inputs[1].shape
+        return max(1, -(-(sig.inputs[0].shape[3] * kh * kw) // TILE))
+
+    def run_grid(self, sig: OpSig, out: MemConfig, device: DeviceSpec) -> MemConfig:
+        """The grid the conv runs on: its output's sharding; for a DRAM output TT-NN shards
+        internally, here over the widest height sharding, or where its scratch does not fit
+        L1 the widest block sharding, then width sharding, that fits (model assumption:
+        TT-NN's own choice is a heuristic not reproduced)."""
+        if out.is_sharded:
+            return out
+        first: dict[str, MemConfig] = {}
+        for m in sharded_configs(sig.out, device.grid_rc):  # widest first
+            first.setdefault(m.layout, m)
+        widest = [first[layout] for layout in self.INTERNAL_LAYOUTS if layout in first]
+        return next((m for m in widest if self.fits(sig, m, device)), widest[0])
+
+    def fits(self, sig: OpSig, grid: MemConfig, device: DeviceSpec) -> bool:
+        """Some activation block leaves the scratch and the output shard within L1."""
+        held = sig.out.bytes_per_core(grid, device.cores)
+        return any(self.cb_tiles(sig, grid, knobs, device) * sig.out.tile_bytes + held
+                   <= device.usable_l1_bytes for knobs in self.knob_options(sig, grid, device))
+
+    def k_blocks(self, sig: OpSig, grid: MemConfig) -> int:
+        """K blocks a core streams: a block-sharded conv splits the input channels over its
+        grid columns, each core's block multicast along its row, a width-sharded one over
+        every core (tt-metal tech_reports/CNNs/ttcnn.md); a height-sharded one holds all of
+        K."""
+        rows, cols = grid.grid or (1, 1)
+        n = {"block_sharded": cols, "width_sharded": rows * cols}.get(grid.layout, 1)
+        return min(n, self.kt(sig))
 
     def knob_options(self, sig, out, device) -> list[dict[str, int]]:
-        st = sig.out.shard_tiles(out)
-        if st is None or out.layout == "width_sharded":
+        grid = self.run_grid(sig, out, device)
+        if grid.layout == "width_sharded":
             return [{"act_block_h_override": 0}]
-        return [{"act_block_h_override": h} for h in self.ACT_BLOCK_H if h < st[0] * TILE]
+        rows = sig.out.shard_tiles(grid)[0]
+        return [{"act_block_h_override": h} for h in self.ACT_BLOCK_H if h < rows * TILE]
 
     def act_block_tiles(self, sig, out, knobs, device) -> int:
         override = knobs.get("act_block_h_override", 0)
-        st = sig.out.shard_tiles(out)
-        return override // TILE if override else (st[0] if st else 1)
+        return override // TILE if override else sig.out.shard_tiles(
+            self.run_grid(sig, out, device))[0]
 
     def cb_tiles(self, sig, out, knobs, device) -> int:
-        st = sig.out.shard_tiles(out)
-        pn = st[1] if st else 1
-        kt = self.kt(sig)
-        return 2 * self.act_block_tiles(sig, out, knobs, device) * kt + kt * pn + 2
+        """The activation block over one K block, double-buffered, and the weights of one
+        K block (double-buffered when K is streamed in several) for the core's output
+        columns."""
+        grid = self.run_grid(sig, out, device)
+        blocks = self.k_blocks(sig, grid)
+        kb = -(-self.kt(sig) // blocks)
+        pn = sig.out.shard_tiles(grid)[1]
+        act = self.act_block_tiles(sig, grid, knobs, device)
+        return 2 * act * kb + (2 if blocks > 1 else 1) * kb * pn + 2
 
     def compute_us(self, sig, out, knobs, device) -> float:
-        tiles = out_tiles_per_core(sig, window_grid(sig, out, device), device)
+        tiles = out_tiles_per_core(sig, self.run_grid(sig, out, device), device)
         cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig),
                                     operand_tile_bytes(sig))
         cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.act_block_tiles(sig, out, knobs, device)
@@ -464,7 +499,7 @@ class Conv2d(ShardedLikeOutput):
         """The halo (``halo_us``), except where TT-NN runs the conv as a plain matmul: a
         1x1 window, stride 1, no padding, one group, not width-sharded."""
         w, a = sig.inputs[1].shape, sig.attrs
-        grid = window_grid(sig, out, device)
+        grid = self.run_grid(sig, out, device)
         if (w[2], w[3], *a.stride, *a.padding, a.groups) == (1, 1, 1, 1, 0, 0, 1) and \
                 grid.layout != "width_sharded":
             return 0.0
@@ -474,7 +509,8 @@ class Conv2d(ShardedLikeOutput):
     def program(self, sig, out, knobs, device) -> dict[str, int | str | bool]:
         return {"act_block_h_override": knobs.get("act_block_h_override", 0),
                 "act_block_h_tiles": self.act_block_tiles(sig, out, knobs, device),
-                "weights_k_tiles": self.kt(sig)}
+                "weights_k_tiles": self.kt(sig),
+                "k_blocks": self.k_blocks(sig, self.run_grid(sig, out, device))}
 
 
 class Pool(ShardedLikeOutput):
