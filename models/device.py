@@ -177,8 +177,8 @@ PRESETS: dict[str, DeviceSpec] = {
         # Interleaved reads on one NoC by cores not next to their bank reach 344 of 512 GB/s
         # (0.67, tt-metal tech_reports/Saturating_DRAM_bandwidth/..._Blackhole.md; a single
         # NoC is capped near 70%, tt-metal #30780), bank-adjacent readers 0.98. Between
-        # those, 0.8 fits the published matmul timings (which read on both NoCs) as well as
-        # 0.9 or 1.0 and better than 0.67 (docs/layout-format.md section 9). The
+        # those, 0.8 puts the most published matmul timings (which read on both NoCs)
+        # within 0.8-1.25x, 0.9 and 1.0 about as many (docs/layout-format.md section 9). The
         # DRAM-sharded matmul with two or three readers per bank reaches 90% (tt-metal
         # #54242; one reader per bank: 55%).
         dram_interleaved_efficiency=0.8,

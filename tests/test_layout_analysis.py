@@ -263,21 +263,26 @@ def test_a_depthwise_conv_computes_like_a_dense_one_as_ttnn_runs_it():
 def test_a_wide_conv_streams_k_in_blocks_over_its_grid_columns():
     """MobileNetV2's last depthwise conv: 960 channels on 7 x 7 (2 x 30 output tiles), K =
     960 x 9 (270 tiles). Height-sharded, a core would hold all 270 K tiles of weights for
-    30 output columns (17.7 MB): no such configuration. Block-sharded on 2 x 6 the input
-    channels are split over the 6 columns: K blocks of 45 tiles, double-buffered, for 5
-    output columns, 2 x 45 + 2 x 45 x 5 + 2 tiles. A DRAM output runs on the widest block
-    sharding whose scratch fits (2 x 8: 4 columns, blocks of 34 tiles)."""
+    30 output columns (a 17.7 MB scratch): no such configuration. Block-sharded on 2 x 6 the
+    input channels are split over the 6 columns: K blocks of 45 tiles, double-buffered, for
+    5 output columns, 2 x 45 + 2 x 45 x 5 + 2 tiles, and 6 K-block hand-overs of 400 cycles.
+    Its weights are read as TT-NN prepares them, 270 x 30 bf16 tiles (16.6 MB) on 12
+    cores, all 12 banks. A DRAM output runs on the fitting widest sharding with the most
+    cores, width 1 x 30: K in 30 blocks of 9 tiles, one output column, the 2-tile-row
+    activation block."""
     dw = sig("conv2d", [([1, 7, 7, 960],), ([960, 1, 3, 3], "bf16", "const")],
              ([1, 7, 7, 960],), padding=[1, 1], groups=960)
     found = candidates(dw, WH, 4096)
     assert not any(c.output.layout == "height_sharded" for c in found)
     block = build_candidate(dw, sharded("block_sharded", 2, 6), {"act_block_h_override": 0}, WH)
     assert block.cb_bytes_per_core == (2 * 45 + 2 * 45 * 5 + 2) * 2048
-    assert block.compute_us == pytest.approx(5 * 270 * 64 / 0.92 * 1.1 / 1000)
+    assert block.compute_us == pytest.approx((5 * 270 * 64 / 0.92 * 1.1 + 6 * 400) / 1000)
     assert block.program["k_blocks"] == 6
+    assert block.accepts[1] == {DRAM: pytest.approx(270 * 30 * 2048 / WH_DRAM)}
     dram = next(c for c in found if c.output == DRAM)
-    assert dram.cb_bytes_per_core == (2 * 34 + 2 * 34 * 4 + 2) * 2048
-    assert dram.compute_us == pytest.approx(4 * 270 * 64 / 0.92 * 1.1 / 1000)
+    assert dram.cb_bytes_per_core == (2 * 2 * 9 + 2 * 9 * 1 + 2) * 2048
+    assert dram.compute_us == pytest.approx((2 * 270 * 64 / 0.92 * 1.05 + 30 * 400) / 1000)
+    assert dram.program["k_blocks"] == 30
 
 
 def test_candidate_cap_keeps_interleaved_first_and_can_be_raised():
@@ -375,7 +380,8 @@ W8 = sharded("width_sharded", 1, 8)
 
 def test_dram_sharded_matmul_by_hand():
     """The weight streams from its 12 banks at 0.86 x 288 GB/s, one compute core per bank
-    (ceil(128 / 12) = 11 output tile columns each), in0 only from its width-sharded L1."""
+    (ceil(128 / 12) = 11 output tile columns each), in0 only from its width-sharded L1, in
+    K blocks of its shard width (16 tiles on 8 cores: blocks of 8)."""
     ds = build_candidate(DECODE, W8, {"in0_block_w": 8, "dram_sharded": 1}, WH)
     assert ds.accepts[1] == {DRAM: pytest.approx(17_825_792 / 247_680)}
     assert list(ds.accepts[0]) == [W8]
@@ -385,18 +391,22 @@ def test_dram_sharded_matmul_by_hand():
     shard = 16 * 2048 / 64_000  # in0's and the output's shard in local L1
     assert ds.latency_us([W8, DRAM]) == pytest.approx(
         max(compute, shard + shard + 17_825_792 / 247_680) + FIXED)
-    assert ds.program["program"] == "dram_sharded" and ds.program["per_core_N"] == 11
+    assert (ds.program["program"], ds.program["per_core_N"], ds.program["per_core_N_compute"],
+            ds.program["in0_block_w"]) == ("dram_sharded", 16, 11, 8)
     # the 1-D multicast on the same 8 cores reads interleaved at 8 banks' share
     mcast = build_candidate(DECODE, W8, {"in0_block_w": 8}, WH)
     assert mcast.accepts[1][DRAM] == pytest.approx(17_825_792 / (8 * WH_BANK))
     assert mcast.latency_us([W8, DRAM]) > 1.9 * ds.latency_us([W8, DRAM])
-    # over 64 cores (2 tile columns each) the multicast reads at the whole interleaved rate
+    # over 64 cores (2 tile columns each) the multicast reads at the whole interleaved rate;
+    # the DRAM-sharded matmul's K blocks shrink to the 2-tile in0 shard: 64 hand-overs
     w64 = sharded("width_sharded", 1, 64)
     shards = 2 * (2 * 2048 / 64_000)
     wide = build_candidate(DECODE, w64, {"in0_block_w": 8}, WH).latency_us([w64, DRAM])
     assert wide == pytest.approx(17_825_792 / WH_DRAM + shards + FIXED)
-    wide_ds = build_candidate(DECODE, w64, {"in0_block_w": 8, "dram_sharded": 1}, WH)
-    assert wide_ds.latency_us([w64, DRAM]) == pytest.approx(17_825_792 / 247_680 + shards + FIXED)
+    wide_ds = build_candidate(DECODE, w64, {"in0_block_w": 2, "dram_sharded": 1}, WH)
+    blocks_of_2 = (1 * 11 * 128 * tile + 64 * 400) / 1000
+    assert wide_ds.latency_us([w64, DRAM]) == pytest.approx(
+        max(blocks_of_2, 17_825_792 / 247_680 + shards) + FIXED)
 
 
 def test_dram_sharded_matmul_is_offered_only_where_ttnn_runs_it():
@@ -406,6 +416,8 @@ def test_dram_sharded_matmul_is_offered_only_where_ttnn_runs_it():
     assert offered(DECODE, W8)
     assert not offered(DECODE, sharded("height_sharded", 1, 1))  # the output width-sharded
     assert not offered(DECODE, DRAM)
+    prefill = sig("matmul", [([64, 4096],), ([4096, 4096], "bfp8", "const")], ([64, 4096],))
+    assert not offered(prefill, W8)  # two tile rows: TT-NN's decode matmul takes one
     activation_rhs = sig("matmul", [([32, 4096],), ([4096, 4096], "bfp8")], ([32, 4096],))
     assert not offered(activation_rhs, W8)  # a weight, prepared at load time
     assert rule_of(build_candidate(activation_rhs, W8, {"in0_block_w": 8, "dram_sharded": 1},

@@ -20,6 +20,7 @@ from models.layout import TimelineStep, parse_graph
 from solver.layout import solve
 from solver.layout.dram_capacity import dram_need
 from solver.layout.evaluate import evaluate
+from solver.layout.memory import DRAM
 from solver.layout.problem import analyze, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,3 +130,25 @@ def test_the_evaluator_checks_a_plans_dram_on_its_own_schedule() -> None:
     roomy = parse_graph({**CHAINS, "device": _device(395_264)})
     assert evaluate(analyze(roomy, resolve_device(roomy)), reordered.model_copy(
         update={"device": resolve_device(roomy)})).violations == []
+
+
+def test_conv_weights_take_their_prepared_size_in_dram():
+    """A 3x3 conv from 64 to 64 bfp8 channels: TT-NN stores its weights as a [576, 64]
+    matrix, 18 x 2 tiles of 1,088 B (39,168 B), not the [64, 64, 3, 3] tensor collapsed to
+    12,288 x 3 and padded to 384 x 1 tiles (417,792 B); the weight read and the DRAM need
+    both use the prepared size."""
+    graph = parse_graph({
+        "format": "layoutsat-graph", "version": 1, "name": "conv",
+        "tensors": [{"name": "x", "shape": [1, 56, 56, 64], "dtype": "bf16", "kind": "input"},
+                    {"name": "w", "shape": [64, 64, 3, 3], "dtype": "bfp8", "kind": "constant"},
+                    {"name": "y", "shape": [1, 56, 56, 64], "dtype": "bf16"}],
+        "ops": [{"name": "conv", "type": "conv2d", "inputs": ["x", "w"], "outputs": ["y"],
+                 "attrs": {"padding": [1, 1]}}],
+        "outputs": ["y"]})
+    problem = analyze(graph, PRESETS["wormhole_n150"])
+    assert problem.tensors["w"].stored_bytes == 18 * 2 * 1088
+    assert problem.tensors["w"].geom.total_bytes == 384 * 1088
+    x_and_y = 2 * 98 * 2 * 2048  # 3,136 rows x 64 channels: 98 x 2 tiles each
+    assert dram_need(problem) == [18 * 2 * 1088 + x_and_y]
+    dram = next(c for c in problem.ops["conv"].candidates if c.output.key == "dram:interleaved")
+    assert dram.accepts[1][DRAM] == pytest.approx(18 * 2 * 1088 / (288_000 * 0.64))

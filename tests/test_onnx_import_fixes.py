@@ -56,12 +56,15 @@ def test_inverse_permute_pairs_around_channels_last_ops_cancel():
     assert report["permutes_inserted"] == 2 and report["permutes_cancelled"] == 4
 
 
-def test_a_permute_producing_a_graph_output_is_kept():
+def test_a_graph_output_made_by_cancelling_permutes_is_kept():
+    """Conv (channels-last in the graph), back to NCHW, then ONNX's Transpose to NHWC as the
+    graph output: the pair cancels but ``y`` stays, now a reshape of the conv's output."""
     nodes = [N("Conv", ["x", "w"], ["c"]), N("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
     graph, report = run(nodes, {"x": [1, 3, 4, 5]}, ["y"], {"w": w(8, 3, 1, 1)})
-    assert types(graph) == ["conv2d", "permute", "permute"]
+    assert types(graph) == ["conv2d", "reshape"]
     assert graph.outputs == ["y"] and shape(graph, "y") == [1, 4, 5, 8]
-    assert report["permutes_cancelled"] == 0
+    assert graph.ops[1].inputs == graph.ops[0].outputs
+    assert report["permutes_cancelled"] == 1 and report["permutes_as_reshape"] == 1
 
 
 def test_a_permute_of_size_1_dims_only_becomes_a_reshape():
@@ -121,9 +124,32 @@ def test_conv1d_then_a_transpose_to_channels_last_folds_to_one_reshape():
     assert report["permutes_as_reshape"] == 1 and report["permutes_cancelled"] == 1
 
 
+def test_whisper_stem_with_an_erf_gelu_folds_too():
+    """Whisper's exporters write GELU as x * 0.5 * (1 + erf(x / sqrt(2))): fused into one
+    gelu first, it folds like any activation and ends up in the conv."""
+    nodes = [N("Conv", ["x", "w"], ["c"], pads=[1, 1]), N("Div", ["c", "s2"], ["d"]),
+             N("Erf", ["d"], ["e"]), N("Add", ["e", "one"], ["p"]), N("Mul", ["c", "p"], ["q"]),
+             N("Mul", ["q", "half"], ["g"]), N("Transpose", ["g"], ["t"], perm=[0, 2, 1]),
+             N("MatMul", ["t", "m"], ["y"])]
+    scalars = {"s2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32),
+               "half": np.array(0.5, np.float32)}
+    graph, _ = run(nodes, {"x": [1, 8, 20]}, ["y"],
+                   {"w": w(12, 8, 3), "m": w(12, 16), **scalars})
+    assert types(graph) == ["reshape", "permute", "conv2d", "reshape", "linear"]
+    assert op(graph, "conv2d").attrs["activation"] == "gelu"
+
+
+def test_a_folded_chain_may_end_in_a_graph_output():
+    nodes = [N("Conv", ["x", "w"], ["c"], pads=[1, 1]), N("Relu", ["c"], ["r"]),
+             N("Transpose", ["r"], ["y"], perm=[0, 2, 1])]
+    graph, _ = run(nodes, {"x": [1, 8, 20]}, ["y"], {"w": w(12, 8, 3)})
+    assert types(graph) == ["reshape", "permute", "conv2d", "reshape"]
+    assert graph.outputs == ["y"] and shape(graph, "y") == [1, 20, 12]
+
+
 def test_layout_ops_that_reorder_elements_do_not_fold():
-    """Transpose(0, 2, 1) after a Conv1d without the way back to channels-last (here the
-    conv's output is read as [N, C, L] by a MatMul over L) keeps its permutes."""
+    """A Conv1d whose [N, C, L] output a MatMul reads over L (no transpose back to
+    channels-last): the permute to channels-first and the reshape stay."""
     nodes = [N("Conv", ["x", "w"], ["c"], pads=[1, 1]), N("MatMul", ["c", "m"], ["y"])]
     graph, _ = run(nodes, {"x": [1, 8, 20]}, ["y"], {"w": w(12, 8, 3), "m": w(20, 16)})
     assert types(graph) == ["reshape", "permute", "conv2d", "permute", "reshape", "linear"]

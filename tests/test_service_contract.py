@@ -133,6 +133,12 @@ def test_input_faults_that_were_500s_name_field_and_rule(tmp_path):
             (client.post("/v1/layout/solve", json={
                 **LAYOUT, "device": {**small_device, "k_block_sync_cycles": "x"}}),
              422, "schema.int_type", "$.device.k_block_sync_cycles"),
+            (client.post("/v1/layout/solve", json={
+                **LAYOUT, "device": {**small_device, "dram_interleaved_efficiency": 1.5}}),
+             422, "schema.less_than_equal", "$.device.dram_interleaved_efficiency"),
+            (client.post("/v1/layout/solve", json={
+                **LAYOUT, "device": {**small_device, "dram_sharded_efficiency": 0}}),
+             422, "schema.greater_than_equal", "$.device.dram_sharded_efficiency"),
             (client.post("/v1/fusion/solve", json={
                 **FUSION, "base_costs": [1e308] * len(FUSION["op_types"])}),
              422, "range.cost", "$.base_costs[0]"),

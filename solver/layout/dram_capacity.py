@@ -47,8 +47,8 @@ def dram_need(problem: LayoutProblem) -> list[int]:
     steps = len(problem.order)
     change = [0] * (steps + 1)
     for info, first, last in _lifetimes(problem):
-        change[first] += info.geom.total_bytes
-        change[last + 1] -= info.geom.total_bytes
+        change[first] += info.stored_bytes
+        change[last + 1] -= info.stored_bytes
     need, total = [], 0
     for k in range(steps):
         total += change[k]
@@ -66,10 +66,10 @@ def require_dram_capacity(problem: LayoutProblem) -> None:
     k = max(range(len(need)), key=need.__getitem__)
     if need[k] <= capacity:
         return
-    fixed = sum(t.geom.total_bytes for t in problem.tensors.values() if t.producer is None)
+    fixed = sum(t.stored_bytes for t in problem.tensors.values() if t.producer is None)
     live = [t for t, first, last in _lifetimes(problem) if first <= k <= last]
-    largest = sorted(live, key=lambda t: -t.geom.total_bytes)[:LARGEST_SHOWN]
-    names = ", ".join(f"'{t.name}' ({t.kind}, {t.geom.total_bytes:,} B)" for t in largest)
+    largest = sorted(live, key=lambda t: -t.stored_bytes)[:LARGEST_SHOWN]
+    names = ", ".join(f"'{t.name}' ({t.kind}, {t.stored_bytes:,} B)" for t in largest)
     raise InputValidationError([Issue(
         ("device",), f"the graph needs {need[k]:,} bytes of DRAM at step {k} (op "
         f"'{problem.order[k]}'): {fixed:,} of constants and inputs, resident throughout, "

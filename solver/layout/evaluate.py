@@ -329,7 +329,7 @@ def _check_dram(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> N
             change[last + 1] -= size
 
     for name, info in c.problem.tensors.items():
-        size = info.geom.total_bytes
+        size = info.stored_bytes
         if info.producer is None:
             hold(0, n - 1, size)
             continue
@@ -346,7 +346,7 @@ def _check_dram(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> N
     for cp, _, dst in copies:
         if not dst.is_l1:
             end = max((c.step.get(op, cp.step) for op in cp.consumers), default=cp.step)
-            hold(cp.step, end, c.problem.tensors[cp.tensor].geom.total_bytes)
+            hold(cp.step, end, c.problem.tensors[cp.tensor].stored_bytes)
     used = 0
     for k in range(n):
         used += change[k]

@@ -163,6 +163,11 @@ class Family:
         derived = self.sharded_input(sig, out, i)
         return [DRAM, L1_INTERLEAVED] + ([derived] if derived else [])
 
+    def stored_bytes(self, sig: OpSig, i: int) -> int:
+        """Bytes operand ``i`` takes in DRAM as the op reads it: its tiles, unless the op
+        prepares it otherwise (a conv's weights)."""
+        return sig.inputs[i].geom.total_bytes
+
     def reads(self, sig: OpSig, out: MemConfig, knobs: dict[str, int], i: int,
               device: DeviceSpec) -> dict[MemConfig, float]:
         """The memory configurations operand ``i`` may be read from, with the read time."""
@@ -354,18 +359,23 @@ class Matmul(ShardedLikeOutput):
         lean = 2 if default % 2 == 0 and default > 2 else default
         options = [{"in0_block_w": w} for w in dict.fromkeys((default, lean))]
         if self.dram_sharded_offered(sig, out, device):
-            options.append({"in0_block_w": default, "dram_sharded": 1})
+            shard_k = sig.inputs[0].geom.shard_tiles(out)[1]  # type: ignore[index]
+            block = next(d for d in range(min(shard_k, 8), 0, -1) if shard_k % d == 0)
+            options.append({"in0_block_w": block, "dram_sharded": 1})
         return options
 
     @staticmethod
     def dram_sharded_offered(sig: OpSig, out: MemConfig, device: DeviceSpec) -> bool:
         """TT-NN's DRAM-sharded matmul (``MatmulMultiCoreReuseMultiCastDRAMShardedProgram
-        Config``, tech_reports/LLMs/llms.md 4.3.2.2): in0 and the output width-sharded in
-        L1, in1 a 2-D weight width-sharded over the DRAM banks at load time, one compute
-        core next to each bank."""
+        Config``, tech_reports/LLMs/llms.md 4.3.2.2), for decode: one tile row of in0
+        width-sharded in L1 (its K blocks the largest divisor up to 8 of its shard width, as
+        TT-NN's model configs pick), the output width-sharded, in1 a 2-D weight
+        width-sharded over the DRAM banks at load time, one compute core next to each
+        bank."""
         rhs = sig.inputs[1]
         return (device.dram_sharded_efficiency is not None and out.layout == "width_sharded"
-                and rhs.constant and len(rhs.shape) == 2)
+                and sig.out.ht == 1 and rhs.constant and len(rhs.shape) == 2
+                and sig.inputs[0].geom.fits_grid(out))
 
     def reads(self, sig, out, knobs, i, device) -> dict[MemConfig, float]:
         """With ``dram_sharded`` in1 streams from its banks at the DRAM-sharded rate and in0
@@ -404,12 +414,15 @@ class Matmul(ShardedLikeOutput):
         kinds = {"height_sharded": "1d_mcast_in1", "width_sharded": "1d_mcast_in0",
                  "block_sharded": "2d_mcast"}
         kind = kinds.get(out.layout, "interleaved") if out.is_sharded else "interleaved"
-        if knobs.get("dram_sharded"):
-            kind = "dram_sharded"
         sub_w = next(d for d in range(min(pn, 8), 0, -1) if pn % d == 0)
-        return {"program": kind, "per_core_M": pm, "per_core_N": pn,
-                "in0_block_w": self.block_w(sig, out, knobs), "out_subblock_h": 1,
-                "out_subblock_w": sub_w}
+        program: dict[str, int | str | bool] = {
+            "program": kind, "per_core_M": pm, "per_core_N": pn,
+            "in0_block_w": self.block_w(sig, out, knobs), "out_subblock_h": 1,
+            "out_subblock_w": sub_w}
+        if knobs.get("dram_sharded"):  # per_core_N is the output shard; TT-NN derives the rest
+            program.update(program="dram_sharded", per_core_N_compute=pn,
+                           per_core_N=sig.out.shard_tiles(out)[1])  # type: ignore[index]
+        return program
 
 
 class Conv2d(ShardedLikeOutput):
@@ -437,8 +450,8 @@ class Conv2d(ShardedLikeOutput):
 
     def run_grid(self, sig: OpSig, out: MemConfig, device: DeviceSpec) -> MemConfig:
         """The grid the conv runs on: its output's sharding; for a DRAM output TT-NN shards
-        internally, here over the widest height sharding, or where its scratch does not fit
-        L1 the widest block sharding, then width sharding, that fits (model assumption:
+        internally, here over whichever of the widest height, block and width shardings
+        whose scratch fits L1 has the most cores, height first on a tie (model assumption:
         TT-NN's own choice is a heuristic not reproduced)."""
         if out.is_sharded:
             return out
@@ -446,7 +459,8 @@ class Conv2d(ShardedLikeOutput):
         for m in sharded_configs(sig.out, device.grid_rc):  # widest first
             first.setdefault(m.layout, m)
         widest = [first[layout] for layout in self.INTERNAL_LAYOUTS if layout in first]
-        return next((m for m in widest if self.fits(sig, m, device)), widest[0])
+        fitting = [m for m in widest if self.fits(sig, m, device)]
+        return max(fitting, key=lambda m: cores_of(m, device.cores)) if fitting else widest[0]
 
     def fits(self, sig: OpSig, grid: MemConfig, device: DeviceSpec) -> bool:
         """Some activation block leaves the scratch and the output shard within L1."""
@@ -462,6 +476,21 @@ class Conv2d(ShardedLikeOutput):
         rows, cols = grid.grid or (1, 1)
         n = {"block_sharded": cols, "width_sharded": rows * cols}.get(grid.layout, 1)
         return min(n, self.kt(sig))
+
+    def stored_bytes(self, sig, i) -> int:
+        """The weights as TT-NN prepares them: a [K, Cout] matrix of whole tiles over every
+        input channel (zeros for the other groups), not the [Cout, C/groups, kh, kw] tensor
+        the graph declares (whose trailing kw would be padded to a whole tile)."""
+        if i != 1:
+            return super().stored_bytes(sig, i)
+        return self.kt(sig) * sig.out.wt * sig.inputs[1].geom.tile_bytes
+
+    def reads(self, sig, out, knobs, i, device) -> dict[MemConfig, float]:
+        found = super().reads(sig, out, knobs, i, device)
+        if i != 1:
+            return found
+        cores = cost.working_cores(device, sig.out, out)
+        return {DRAM: cost.dram_us(device, self.stored_bytes(sig, 1), cores)}
 
     def knob_options(self, sig, out, device) -> list[dict[str, int]]:
         grid = self.run_grid(sig, out, device)
@@ -487,10 +516,18 @@ class Conv2d(ShardedLikeOutput):
         return 2 * act * kb + (2 if blocks > 1 else 1) * kb * pn + 2
 
     def compute_us(self, sig, out, knobs, device) -> float:
-        tiles = out_tiles_per_core(sig, self.run_grid(sig, out, device), device)
+        """The tile matmuls at the act-block share (``BLOCK_SYNC_OVERHEAD``), and where K is
+        streamed each K block of each activation block handed over like a matmul's."""
+        grid = self.run_grid(sig, out, device)
+        tiles = out_tiles_per_core(sig, grid, device)
         cycles = cost.matmul_cycles(device, tiles * self.kt(sig), fidelity(sig),
                                     operand_tile_bytes(sig))
-        cycles *= 1 + BLOCK_SYNC_OVERHEAD / self.act_block_tiles(sig, out, knobs, device)
+        act = self.act_block_tiles(sig, out, knobs, device)
+        cycles *= 1 + BLOCK_SYNC_OVERHEAD / act
+        blocks = self.k_blocks(sig, grid)
+        if blocks > 1 and device.k_block_sync_cycles is not None:
+            act_blocks = -(-sig.out.shard_tiles(grid)[0] // act)  # type: ignore[index]
+            cycles += act_blocks * blocks * device.k_block_sync_cycles
         if sig.attrs.activation:
             cycles += tiles * sfpu_cycles(sig.attrs.activation)
         return cost.cycles_us(device, cycles)

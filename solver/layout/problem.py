@@ -21,6 +21,7 @@ from solver.layout.dram_capacity import require_dram_capacity
 from solver.layout.memory import DRAM, Geometry, MemConfig
 from solver.layout.ops import (
     DEFAULT_MAX_CONFIGS,
+    FAMILIES,
     Candidate,
     OperandSig,
     OpSig,
@@ -41,6 +42,9 @@ class TensorInfo:
     producer: str | None = None
     consumers: list[tuple[str, int]] = field(default_factory=list)  # (op, operand index)
     is_output: bool = False
+    stored_bytes: int = 0
+    """Bytes in DRAM: the most any reader stores it as (a conv's prepared weights), else
+    its tiles."""
 
 
 @dataclass
@@ -155,6 +159,9 @@ def analyze(graph: LayoutGraph, device: DeviceSpec,
             cache[sig] = candidates(sig, device, max_configs)
         ops[decl.name] = OpInfo(decl.name, decl.type, index, tuple(decl.inputs),
                                 tuple(decl.outputs), sig, list(cache[sig]))
+    for info in tensors.values():
+        info.stored_bytes = max((FAMILIES[ops[op].type].stored_bytes(ops[op].sig, j)
+                                 for op, j in info.consumers), default=info.geom.total_bytes)
     problem = LayoutProblem(
         graph, device, max_configs, tensors, ops, _topological_order(graph),
         measured_ops,

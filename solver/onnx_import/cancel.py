@@ -137,9 +137,8 @@ class _Canceller:
             chain.append(readers[0])
             if readers[0]["type"] in LAYOUT_OPS:
                 steps.append((readers[0], self.b.shape(readers[0]["outputs"][0])))
-                if _keeps_element_order(self.b.shape(op["inputs"][0]), steps) and \
-                        readers[0]["outputs"][0] not in self.outputs:
-                    last = len(chain) - 1
+                if _keeps_element_order(self.b.shape(op["inputs"][0]), steps):
+                    last = len(chain) - 1  # kept (retyped): it may produce a graph output
         if last == 0:
             return False
         source = op["inputs"][0]
