@@ -32,7 +32,12 @@ from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta  # noqa: E402
 from benchmarks.render import FUSION_MODES as MODES  # noqa: E402
 from benchmarks.render import fusion_table  # noqa: E402
-from models.fusion import FusionProblem, parse_problem, parse_solution  # noqa: E402
+from models.fusion import (  # noqa: E402
+    FusionProblem,
+    ReductionCost,
+    parse_problem,
+    parse_solution,
+)
 from solver.fusion.candidates import connected_op_sets  # noqa: E402
 from solver.fusion.evaluate import evaluate  # noqa: E402
 from solver.fusion.problem import Rules  # noqa: E402
@@ -59,6 +64,19 @@ def load(directory: Path) -> dict[str, FusionProblem]:
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
 
+def load_or_exit(parser: argparse.ArgumentParser, directory: Path) -> dict[str, FusionProblem]:
+    """``load(directory)``, or the parser's usage error saying what is wrong."""
+    if not directory.is_dir():
+        parser.error(f"no benchmark directory at {directory}")
+    try:
+        problems = load(directory)
+    except ValueError as error:
+        parser.error(str(error))
+    if not problems:
+        parser.error(f"no mlsys-2026-*.json file in {directory}")
+    return problems
+
+
 def perturbed(problems: dict[str, FusionProblem]) -> dict[str, FusionProblem]:
     """Every problem under every ``PERTURBATIONS`` entry, named "<benchmark> <entry>"; a
     ValueError naming the entry for one that is no longer a valid problem (a capacity of
@@ -76,24 +94,32 @@ def perturbed(problems: dict[str, FusionProblem]) -> dict[str, FusionProblem]:
     return out
 
 
+def measure(name: str, problem: FusionProblem, mode: ReductionCost, time_limit: float,
+            workers: int, solvers: tuple[str, ...] = SOLVERS) -> dict:
+    """One row: ``solvers`` (greedy and cpsat among them) on one (benchmark, mode), back to
+    back so that their ratio is measured under one machine load, each in a fresh process;
+    cpsat's status, gap and lower bounds with them."""
+    row: dict = {"benchmark": name, "mode": mode, "ops": problem.num_ops}
+    for solver in solvers:
+        options = {"time_limit_s": time_limit, "workers": workers} if solver == "cpsat" else {}
+        r = isolated(solve, problem, solver, reduction_cost=mode, **options)
+        row[solver] = r.total_latency
+        row[f"{solver}_s"] = r.wall_time_s
+        if solver == "cpsat":
+            row["status"], row["gap"] = r.status, r.gap
+            row["bound"] = r.lower_bounds.total
+            row["cover_complete"] = r.lower_bounds.cover_complete
+            row["simple_bound"] = max(r.lower_bounds.compute, r.lower_bounds.io)
+    row["greedy/cpsat"] = row["greedy"] / row["cpsat"]
+    return row
+
+
 def run_solvers(problems: dict[str, FusionProblem], time_limit: float,
                 workers: int) -> list[dict]:
     rows = []
     for mode in MODES:
         for name, problem in problems.items():
-            row: dict = {"benchmark": name, "mode": mode, "ops": problem.num_ops}
-            for solver in SOLVERS:
-                options = {"time_limit_s": time_limit, "workers": workers} \
-                    if solver == "cpsat" else {}
-                r = isolated(solve, problem, solver, reduction_cost=mode, **options)
-                row[solver] = r.total_latency
-                row[f"{solver}_s"] = r.wall_time_s
-                if solver == "cpsat":
-                    row["status"], row["gap"] = r.status, r.gap
-                    row["bound"] = r.lower_bounds.total
-                    row["cover_complete"] = r.lower_bounds.cover_complete
-                    row["simple_bound"] = max(r.lower_bounds.compute, r.lower_bounds.io)
-            row["greedy/cpsat"] = row["greedy"] / row["cpsat"]
+            row = measure(name, problem, mode, time_limit, workers)
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
@@ -147,14 +173,7 @@ def main() -> None:
                         help="run each benchmark at half and twice its capacity and four "
                              "times its bandwidth instead")
     args = parser.parse_args()
-    if not args.benchmarks.is_dir():
-        parser.error(f"no benchmark directory at {args.benchmarks}")
-    try:
-        problems = load(args.benchmarks)
-    except ValueError as error:
-        parser.error(str(error))
-    if not problems:
-        parser.error(f"no mlsys-2026-*.json file in {args.benchmarks}")
+    problems = load_or_exit(parser, args.benchmarks)
     out = args.out or ROOT / "benchmarks" / "results" / (
         "fusion-perturbed.json" if args.perturb else "fusion.json")
     run = meta()  # when the run started

@@ -158,6 +158,79 @@ def speed_table(speed: Row) -> str:
         f"well under 1 ms |"])
 
 
+# --- fusion suite: benchmarks/fusion_suite.py -------------------------------------------
+
+def _percent(value: float | None, places: int = 1) -> str:
+    return "-" if value is None else f"{value:.{places}%}"
+
+
+def _span(pair: list, percent: bool = False) -> str:
+    """``[low, high]`` as ``low-high`` (percentages without decimals)."""
+    return "-".join(_percent(v, 0) if percent else str(v) for v in pair)
+
+
+def fusion_suite_tables(data: Row) -> str:
+    """The summary of ``benchmarks/fusion_suite.py`` per mode (headline numbers, the gap
+    distribution of greedy and of cpsat to cpsat's bound), then one line per (family,
+    mode)."""
+    summary = data["summary"]
+    out = [f"cpsat at {data['time_limit_s']:g} s with {data['workers']} workers; suite seed "
+           f"{data['seed']}, {data['count']} problems generated.", "",
+           "| mode | problems | ops | MatMul share | geomean greedy/cpsat | cpsat optimal | "
+           "greedy > 2% above bound | cpsat improves there | cpsat worse than greedy | "
+           "errors | greedy s max | cpsat s max |", "|---|---:|---|---|---:|---:|---:|---:|---:|"
+           "---:|---:|---:|"]
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    for mode, s in summary.items():
+        out.append(f"| {mode} | {s['problems']} | {_span(s['ops'])} | "
+                   f"{_span(s['matmul_share'], percent=True)} | "
+                   f"{s['geomean_greedy_cpsat']:.4f} | {s['optimal']} | {s['greedy_far']} | "
+                   f"{s['cpsat_improves_far']} | {s['cpsat_worse']} | {s['errors']} | "
+                   f"{seconds(s['greedy_s_max'])} | {seconds(s['cpsat_s_max'])} |")
+    bins = list(next(iter(summary.values()))["cpsat_gap"]["counts"])
+    out += ["", "Gap to cpsat's lower bound, (total - bound) / total: number of problems per "
+            "range, median and max.", "",
+            "| mode | schedule | " + " | ".join(bins) + " | median | max |",
+            "|---|---|" + "---:|" * (len(bins) + 2)]
+    for mode, s in summary.items():
+        for schedule in ("greedy", "cpsat"):
+            gaps = s[f"{schedule}_gap"]
+            out.append(f"| {mode} | {schedule} | "
+                       + " | ".join(str(n) for n in gaps["counts"].values())
+                       + f" | {_percent(gaps['median'])} | {_percent(gaps['max'])} |")
+    out += ["", "| family | mode | problems | ops | MatMul share | geomean greedy/cpsat | "
+            "cpsat optimal | cpsat median gap | cpsat max gap | greedy > 2% above bound | "
+            "cpsat improves there |", "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for mode, s in summary.items():
+        for name, f in s["families"].items():
+            out.append(f"| {name} | {mode} | {f['problems']} | {_span(f['ops'])} | "
+                       f"{_span(f['matmul_share'], percent=True)} | "
+                       f"{f['geomean_greedy_cpsat']:.4f} | {f['optimal']} | "
+                       f"{_percent(f['cpsat_gap']['median'])} | "
+                       f"{_percent(f['cpsat_gap']['max'])} | "
+                       f"{f['greedy_far']} | {f['cpsat_improves_far']} |")
+    return "\n".join(out)
+
+
+# --- the TeamKorea reading: benchmarks/teamkorea.py --------------------------------------
+
+def teamkorea_table(rows: list[Row]) -> str:
+    """Greedy and cpsat under the TeamKorea reading against TeamKorea's published totals."""
+    out = ["| benchmark | ops | limit s | TeamKorea (published) | greedy | cpsat | "
+           "cpsat / TeamKorea | greedy s | cpsat s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ratio = "-" if r["teamkorea"] is None else f"{r['cpsat'] / r['teamkorea']:.4f}"
+        published = "-" if r["teamkorea"] is None else f"{r['teamkorea']:,}"
+        out.append(f"| {r['benchmark']} | {r['ops']} | {r['limit_s']:g} | {published} | "
+                   f"{r['greedy']:,.1f} | {r['cpsat']:,.1f} | {ratio} | "
+                   f"{r['greedy_s']:.1f} | {r['cpsat_s']:.1f} |")
+    return "\n".join(out)
+
+
 # --- service load: benchmarks/load.py ----------------------------------------------------
 
 def load_table(data: Row) -> str:
@@ -258,6 +331,8 @@ TABLES = {
     "fusion": Table("fusion.json", lambda d: fusion_table(d["rows"])),
     "fusion-speed": Table("fusion.json", lambda d: speed_table(d["speed"])),
     "fusion-perturbed": Table("fusion-perturbed.json", lambda d: fusion_table(d["rows"])),
+    "fusion-suite": Table("fusion-suite.json", fusion_suite_tables),
+    "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "scale": Table("scale.json", lambda d: scale_table(d["rows"])),

@@ -271,6 +271,9 @@ EpilogueStep = Literal["last", "first"]
 """k-step in which Pointwise epilogues fire after a split-K root (S10.2; ``first`` is TK's)."""
 RetainedOutputWS = Literal["accumulate", "slice"]
 """Working-set share of an output retained by its own subgraph (S12; ``slice`` is TK's)."""
+Semantics = Literal["default", "teamkorea"]
+"""Which reading of the contest: ``default`` is SEMANTICS.md; ``teamkorea`` the Track B
+winners' published evaluator (../shared/mlsys2026/teamkorea/README.md)."""
 SolveStatus = Literal["optimal", "feasible"]
 """``optimal`` only with a proof; heuristics answer ``feasible``."""
 
@@ -328,6 +331,7 @@ class EvaluationReport(BaseModel):
                     "one; null when the solution is invalid")
     claimed_mismatches: list[ClaimedMismatch] = []
     warnings: list[str] = []
+    semantics: Semantics = Field("default", description="the reading the verdict follows")
     reduction_cost: ReductionCost
     retained_output_ws: RetainedOutputWS
     pointwise_epilogue_step: EpilogueStep
@@ -359,6 +363,8 @@ class FusionResult(BaseModel):
     solver: str
     status: SolveStatus
     reduction_cost: ReductionCost
+    semantics: Semantics = Field("default", description="the reading the schedule was "
+                                 "solved and evaluated under")
     solution: FusionSolution
     total_latency: float = Field(description="recomputed by the evaluator")
     subgraph_latencies: list[float]

@@ -116,6 +116,12 @@ def cpsat_elapsed() -> Callable[[Any], float]:
     return lambda callback: callback.wall_time
 
 
+def charge(seconds: float) -> None:
+    """Advance the work clock by ``seconds`` of work a loop priced itself (its count of
+    steps times their measured cost), where one clock tick per round would be far off."""
+    _clock.get().charge(seconds)
+
+
 def charge_cpsat(solver: Any) -> None:
     """Advance the work clock by what a finished CP-SAT solve reports."""
     _clock.get().charge(solver.deterministic_time)

@@ -16,7 +16,7 @@ import pytest
 from benchmarks.fusion import PERTURBATIONS, load, perturbed
 from benchmarks.isolated import isolated
 from benchmarks.meta import meta as meta_now
-from benchmarks.render import check
+from benchmarks.render import check, fusion_suite_tables
 from benchmarks.render import main as render_main
 from tests.conftest import MLSYS, ROOT
 
@@ -35,6 +35,11 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("fusion.py", ["--benchmarks", "no/such/dir"], "no benchmark directory at no/such/dir"),
     ("fusion.py", ["--benchmarks", "benchmarks"], "no mlsys-2026-*.json file in benchmarks"),
     ("fusion.py", ["--benchmarks", "../shared/mlsys2026/bad"], "expected a name mlsys-2026-"),
+    ("fusion_suite.py", ["--time-limit", "0"], "--time-limit must be positive"),
+    ("fusion_suite.py", ["--count", "0"], "--count must be at least 1"),
+    ("fusion_suite.py", ["--modes", "per_tile"], "invalid choice: 'per_tile'"),
+    ("fusion_suite.py", ["--only", "gen-nosuch"], "no problem of the suite matches --only"),
+    ("fusion_generate.py", ["--count", "0"], "--count must be at least 1"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
@@ -131,3 +136,28 @@ def test_an_unknown_or_unclosed_table_is_an_error(tmp_path, capsys):
         markdown.write_text(text)
         assert render_main(["--check", "--markdown", str(markdown)]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_the_suite_runner_measures_and_summarizes(tmp_path):
+    """Two 5-op problems of the generated suite, one mode, a 1-s limit: a record per
+    problem with both totals, the bound and the walls, and the summary BENCHMARKS.md
+    renders."""
+    out = tmp_path / "suite.json"
+    done = subprocess.run([sys.executable, "benchmarks/fusion_suite.py", "--only",
+                           "gen-transformer-00", "--only", "gen-residual-00", "--time-limit",
+                           "1", "--workers", "1", "--modes", "per_op", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["command"] and (data["time_limit_s"], data["workers"]) == (1, 1)
+    records = data["records"]
+    assert [(r["benchmark"], r["family"], r["mode"]) for r in records] == [
+        ("gen-transformer-00", "transformer", "per_op"), ("gen-residual-00", "residual", "per_op")]
+    for r in records:
+        assert r["ops"] == 5 and r["bound"] <= r["cpsat"] <= r["greedy"]
+        assert r["status"] in ("optimal", "feasible") and r["cpsat_s"] < 10
+    summary = data["summary"]["per_op"]
+    assert summary["problems"] == 2 and summary["errors"] == 0
+    assert sum(summary["cpsat_gap"]["counts"].values()) == 2
+    assert set(summary["families"]) == {"transformer", "residual"}
+    assert "| per_op | 2 | 5-5 |" in fusion_suite_tables(data) in done.stdout

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
+from solver.deadline import Deadline
 from solver.fusion import bound
 from solver.fusion.bound import (
     axis_cells,
@@ -161,3 +162,16 @@ def test_cover_bound_proves_the_schedule_optimal_on_small_benchmarks(name, mode,
     assert result.total_latency == pytest.approx(expected)
     assert result.bound == pytest.approx(expected)
     assert result.status == "optimal" and result.gap == pytest.approx(0, abs=1e-9)
+
+
+def test_pricing_advances_the_work_clock_as_far_as_it_takes_wall_time():
+    """A deterministic solve's cover bound stops pricing by the work clock. Charged one clock
+    tick (1.5 ms) per op set, 13 ``per_op`` (26 ms an op set) priced for 25 s of a 30 s
+    limit into the wall-clock backstop, and its answer no longer repeated; charged for the
+    steps each price takes, its 3 deterministic seconds here take a few wall seconds."""
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-13.json").read_text())
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"), every_tile=True)
+    with Deadline.after(10, deterministic=True).running() as run:
+        found = cover_bound(ctx, run.at)
+        assert not run.wall_stopped
+    assert found.sets_priced > 0

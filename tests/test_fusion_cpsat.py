@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from fractions import Fraction
 from unittest.mock import patch
 
@@ -17,6 +18,7 @@ from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import (
     WINDOW_BUDGET,
     _frame,
+    _halves,
     _linkable,
     _solve_window,
     as_planned,
@@ -233,3 +235,17 @@ def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13
     found = relink(ctx, schedule, time.monotonic() + 10, 0, 1)
     assert_valid(ctx, found)
     assert total(found) <= Fraction("16284057.6")
+
+
+def test_relinking_may_cut_a_subgraph_in_two_along_its_op_order():
+    """Relinking offers each subgraph's two halves at every cut of its (topological) op
+    order, so an op fused with a far subgraph can leave it; a half that is not connected
+    (S2.4: ops 0 and 1 both feed op 2 and nothing else joins them) is not offered."""
+    raw = {"widths": [128] * 5, "heights": [128] * 5, "inputs": [[0], [2], [1, 3]],
+           "outputs": [[1], [3], [4]], "base_costs": [100, 100, 100],
+           "op_types": ["Pointwise"] * 3, "fast_memory_capacity": 100_000,
+           "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
+    ctx = ScoringContext(parse_problem(raw))
+    schedule = as_variants(ctx, unfused(ctx))
+    merged = [replace(schedule[0], ops=(0, 1, 2))]  # only the op order matters here
+    assert _halves(ctx, merged) == {(0,), (1, 2), (2,)}

@@ -97,7 +97,8 @@ def test_report_is_the_json_of_s13():
     assert report.model_dump(exclude={"details"}) == {
         "valid": True, "error": None, "error_detail": None, "total_latency": 6276.8,
         "subgraph_latencies": [3000.0, 3276.8], "claimed_match": True,
-        "claimed_mismatches": [], "warnings": [], "reduction_cost": "per_native_k",
+        "claimed_mismatches": [], "warnings": [], "semantics": "default",
+        "reduction_cost": "per_native_k",
         "retained_output_ws": "accumulate", "pointwise_epilogue_step": "last"}
 
 

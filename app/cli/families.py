@@ -9,6 +9,7 @@ import inspect
 import json
 import types
 import typing
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,8 +18,17 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from app.cli import started
-from app.cli.io import console, err_console, fail, load_json, usage_error, writable
+from app.cli.io import (
+    console,
+    err_console,
+    fail,
+    load_json,
+    usage_error,
+    writable,
+    write_atomically,
+)
 from models.errors import InputValidationError, issues_from_pydantic
+from solver import progress
 from solver.deadline import Deadline
 from solver.families import mismatch
 from solver.family import Family
@@ -145,11 +155,12 @@ def _solve_command(fam: Family) -> Any:
             fam.admit(problem, options)
             limit = options.time_limit_s or fam.default_time_limit_s(options)
             deadline = Deadline.for_command(limit, started.at, deterministic=options.deterministic)
-            solved = fam.solve(problem, options, deadline)
+            with progress.keeping(None if output is None else partial(_write_answer, output)):
+                solved = fam.solve(problem, options, deadline)
         except InputValidationError as exc:
             raise fail(exc, as_json) from None
         if output is not None:
-            output.write_text(json.dumps(solved.answer, indent=1) + "\n")
+            _write_answer(output, solved.answer)
         if as_json:
             console.print_json(solved.body(without_answer=output is not None))
         else:
@@ -184,6 +195,12 @@ def _solve_command(fam: Family) -> Any:
                               "solution written to a file is left out of it).")]),
     ]
     return _with_signature(solve, params)
+
+
+def _write_answer(path: Path, answer: Any) -> None:
+    """Write an answer: the solve's final one, and before it each better one the solver
+    offers (``progress.offer``), so the file holds a valid answer from the first one on."""
+    write_atomically(path, json.dumps(answer, indent=1) + "\n")
 
 
 def _evaluate_command(fam: Family) -> Any:

@@ -38,7 +38,7 @@ from math import floor as floor_int
 
 from ortools.sat.python import cp_model
 
-from solver.deadline import limit_cpsat, now, run_cpsat
+from solver.deadline import charge, limit_cpsat, now, run_cpsat
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.closed_form import Granularity, any_order_floor, peak_fits, templates_of
 from solver.fusion.context import ScoringContext
@@ -61,6 +61,14 @@ IDLE_ROUNDS = 2
 """Refinement rounds in a row that leave the cover where it was before refining stops
 (one such round may only have swapped a tie; benchmark 7 ``per_op`` spent 20 s more on
 rounds that raised nothing)."""
+FIRST_STEP_S, FLOOR_S, PEAK_S, OP_SET_S = 5e-6, 1e-5, 5.6e-5, 1.1e-3
+"""Deterministic seconds charged to a deterministic solve's work clock per first step
+checked against the capacity, per cell floor, per single value checked at its peak and per
+op set priced. Fitted to the wall time of pricing the op sets of every public benchmark in
+both modes (reference machine, one core): within 0.6-1.7x of it on each, but for 7
+``per_native_k`` (3.9x, of 0.15 s). A clock tick per op set priced, as before, charged 13
+``per_op`` a seventeenth of its 26 ms an op set, and its deterministic solves ran into the
+wall-clock backstop at 30 s."""
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
@@ -173,6 +181,7 @@ def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced
     made_elsewhere = [t for t in shape.inputs if t not in ctx.graph.graph_inputs]
     arrivals = _arrivals(ctx, made_elsewhere, shape.outputs)
     everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
+    charge(OP_SET_S)
     out = []
     for resident, kept, relaxed in [everything] if arrivals is None else \
             [(resident, kept, False) for resident, kept in arrivals]:
@@ -225,7 +234,7 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     every other cell's floor is at least as high. A range is priced at its favourable
     ends, so a wide one can look cheaper than any value in it; splitting removes that.
     Past ``splits`` splits or ``deadline`` the heap's least floor is returned (still a
-    bound)."""
+    bound). The work is charged to the running solve's clock (``FIRST_STEP_S``)."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     if not relaxed and ctx.rules.retained_output_ws == "accumulate":
@@ -248,9 +257,13 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 templates.first_step_floor(ctx, (w, h, k), resident, ws_kept) <= room
         return found
 
+    floors = peaks = 0  # the work done, besides the first steps checked (``fitting``)
+
     def floor(cell: Cell) -> tuple[int, Cell] | None:
         """The cell's floor and the cell cut to the values whose first step may fit (the
         working set grows on every axis), None if none does or S6.4 rules all out."""
+        nonlocal floors
+        floors += 1
         (w0, w1), (h0, h1), (k0, k1) = cell
         if not _allowed(cell, feeds) or not fits(w0, h0, k0):
             return None
@@ -274,35 +287,39 @@ def _least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     PRICED, EXACT = 1, 0  # at equal floors the exact one pops first
     heap: list[tuple[int, int, Cell]] = []
     next_start = 0  # spatial cells taken
-    while heap or next_start < len(spatial):
-        if next_start < len(spatial) and (not heap or spatial[next_start][0] <= heap[0][0]):
-            # starting cells join the heap in order of their tile compute, a floor of theirs
-            _, w, h = spatial[next_start]
-            for k in depths:
-                if (priced := floor((w, h, k))) is not None:
+    try:
+        while heap or next_start < len(spatial):
+            if next_start < len(spatial) and (not heap or spatial[next_start][0] <= heap[0][0]):
+                # starting cells join the heap in order of their tile compute, a floor of theirs
+                _, w, h = spatial[next_start]
+                for k in depths:
+                    if (priced := floor((w, h, k))) is not None:
+                        heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+                next_start += 1
+                continue
+            units, stage, cell = heapq.heappop(heap)
+            if stage == EXACT:
+                return units, True
+            widest = max(range(3), key=lambda axis: cell[axis][1] - cell[axis][0])
+            lo, hi = cell[widest]
+            if lo == hi:
+                gran = (cell[0][0], cell[1][0], cell[2][0])
+                peaks += 1
+                if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
+                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
+                    heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
+                continue
+            if splits == 0 or (deadline is not None and now() > deadline):
+                return units, False
+            splits -= 1
+            mid = (lo + hi) // 2
+            for half in ((lo, mid), (mid + 1, hi)):
+                part = (*cell[:widest], half, *cell[widest + 1:])
+                if (priced := floor(part)) is not None:  # type: ignore[arg-type]
                     heapq.heappush(heap, (priced[0], PRICED, priced[1]))
-            next_start += 1
-            continue
-        units, stage, cell = heapq.heappop(heap)
-        if stage == EXACT:
-            return units, True
-        widest = max(range(3), key=lambda axis: cell[axis][1] - cell[axis][0])
-        lo, hi = cell[widest]
-        if lo == hi:
-            gran = (cell[0][0], cell[1][0], cell[2][0])
-            if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
-                exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
-                heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
-            continue
-        if splits == 0 or (deadline is not None and now() > deadline):
-            return units, False
-        splits -= 1
-        mid = (lo + hi) // 2
-        for half in ((lo, mid), (mid + 1, hi)):
-            part = (*cell[:widest], half, *cell[widest + 1:])
-            if (priced := floor(part)) is not None:  # type: ignore[arg-type]
-                heapq.heappush(heap, (priced[0], PRICED, priced[1]))
-    return None
+        return None
+    finally:
+        charge(len(fitting) * FIRST_STEP_S + floors * FLOOR_S + peaks * PEAK_S)
 
 
 Feeds = list[tuple[int, int]]

@@ -31,6 +31,22 @@ def tensor_neighbours(graph: FusionGraph) -> dict[int, frozenset[int]]:
     return {k: frozenset(dag.predecessors(k)) | frozenset(dag.successors(k)) for k in dag.nodes}
 
 
+def is_connected(graph: FusionGraph, ops: Iterable[int]) -> bool:
+    """Whether ``ops`` are connected through tensors produced and consumed among them."""
+    members = frozenset(ops)
+    if not members:
+        return False
+    dag = graph.dag
+    seen = {next(iter(members))}
+    todo = list(seen)
+    while todo:
+        q = todo.pop()
+        for k in (set(dag.predecessors(q)) | set(dag.successors(q))) & members - seen:
+            seen.add(k)
+            todo.append(k)
+    return len(seen) == len(members)
+
+
 def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int) -> Enumeration:
     """Every connected subset of ``ops`` of size 1, 2, ... while the running total stays
     within ``budget`` (a level that would exceed it is dropped whole, so sizes are never

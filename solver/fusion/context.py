@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import lcm
 from typing import Any
 
-from models.fusion import FusionProblem
+from models.fusion import FusionProblem, Semantics
 from solver.fusion.problem import (
     DEFAULT_RULES,
     FusionGraph,
@@ -32,7 +32,7 @@ class ScoringContext:
     """One problem under one set of rules, with the caches every scoring call shares."""
 
     def __init__(self, problem: FusionProblem | FusionGraph, rules: Rules = DEFAULT_RULES, *,
-                 every_tile: bool = False):
+                 every_tile: bool = False, semantics: Semantics = "default"):
         self.graph = problem if isinstance(problem, FusionGraph) else FusionGraph(problem)
         p = self.graph.problem
         self.problem = p
@@ -52,6 +52,8 @@ class ScoringContext:
         """Base cost of every op, times nh * nw * reduction_den units per native factor."""
         self.per_element = bandwidth.denominator * compute_scale
         """Latency units one element of slow-memory traffic costs."""
+        self.semantics = semantics
+        """``teamkorea``: subgraphs are scored under that reading (``teamkorea_config``)."""
         self.every_tile = every_tile
         """Also search the largest tiles below a power of two that does not fit
         (``score.best_config``); without it, powers of two only, as the seed team's greedy."""

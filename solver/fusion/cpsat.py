@@ -7,8 +7,9 @@
 3. Otherwise a large-neighbourhood search frees windows of consecutive subgraphs of the
    incumbent, enumerates the connected op sets of their ops, and re-solves each window
    with the rest fixed (``cpsat_model.Window``); an improvement replaces the window. Last,
-   the incumbent's own op sets are reordered and relinked by retention over the whole
-   graph (``relink``). It stops early enough to leave the caller time for its bound.
+   the incumbent's own op sets, then also each cut in two, are reordered and relinked by
+   retention over the whole graph (``relink``). It stops early enough to leave the caller
+   time for its bound.
 
 A schedule whose latency reaches the problem's lower bound (compute, I/O or the traffic
 every schedule is forced into, ``bound.forced_bound``) is optimal outright, and the search
@@ -29,11 +30,18 @@ from ortools.sat.python import cp_model
 from solver import progress
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound import forced_bound
-from solver.fusion.candidates import connected_op_sets
-from solver.fusion.cpsat_model import Window, add_hint, build_model, decode, objective_scale
+from solver.fusion.candidates import connected_op_sets, is_connected
+from solver.fusion.cpsat_model import (
+    BuildTimeout,
+    Window,
+    add_hint,
+    build_model,
+    decode,
+    objective_scale,
+)
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import lower_bounds
-from solver.fusion.schedule import Planned
+from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import ScoringContext, ScoringTimeout
 from solver.fusion.variants import Variant, make_variant, retention_options
 
@@ -44,6 +52,9 @@ MAX_REPEATS = 3
 """Most times one retaining variant may run (once per consumer of what it retains)."""
 WINDOW_OPS = (6, 24)
 """Smallest and largest number of ops a window frees."""
+LEAST_SOLVE_S = 0.1
+"""Least time left for which a window's model is built and solved: CP-SAT takes at least
+0.1 s (``limit_cpsat``'s floor) however little is left, past the deadline."""
 RELINK_SHARE = 0.15
 """Share of the window search's time kept for reordering and relinking the incumbent's own
 op sets over the whole graph at the end (``relink``). Relinking first instead left the
@@ -89,11 +100,15 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     window search (graphs too large for one model) stops at ``windows_end`` if earlier,
     leaving the rest of the time to the caller (the lower bound)."""
     start = now()
-    # the baseline greedy (powers of two only), whatever tiles the search itself tries
-    baseline = ScoringContext(ctx.graph, ctx.rules) if ctx.every_tile else ctx
+    # the baseline greedy (powers of two only), whatever tiles the search itself tries;
+    # ``every_tile`` means nothing under the teamkorea reading, whose greedy shares ``ctx``
+    baseline = ScoringContext(ctx.graph, ctx.rules) \
+        if ctx.every_tile and ctx.semantics == "default" else ctx
     incumbent = as_variants(ctx, greedy(baseline, start + 0.5 * (deadline - start)))
-    floor = max(lower_bounds(ctx.problem, ctx.rules.reduction_cost).total, forced_bound(ctx))
-    progress.report(total(incumbent), floor)
+    floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost, ctx.semantics).total
+    if ctx.semantics == "default":  # the forced traffic follows SEMANTICS.md
+        floor = max(floor, forced_bound(ctx))
+    _improved(ctx, incumbent, floor)
     if total(incumbent) <= floor:
         return SearchResult(incumbent, True, 0, 0)
     n = ctx.problem.num_ops
@@ -104,7 +119,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
                                        seed, workers)
         if found is not None and total(found) < total(incumbent):
             incumbent, improvements = found, 1
-            progress.report(total(incumbent), floor)
+            _improved(ctx, incumbent, floor)
         return SearchResult(incumbent, optimal, 1, improvements)
     final = min(deadline, windows_end or deadline)
     deadline = final - RELINK_SHARE * (final - now())
@@ -121,7 +136,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
         windows += 1
         if found is not None and total(found) < total(inside):
             incumbent = incumbent[:a] + found + incumbent[b:]
-            progress.report(total(incumbent), floor)
+            _improved(ctx, incumbent, floor)
             improvements += 1
             stale = 0
             if total(incumbent) <= floor:
@@ -132,20 +147,45 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     found = relink(ctx, incumbent, final, seed, workers)
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
-        progress.report(total(incumbent), floor)
+        _improved(ctx, incumbent, floor)
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
+
+
+def _improved(ctx: ScoringContext, schedule: Sequence[Variant], floor: Fraction) -> None:
+    """Report a new incumbent and offer it as the answer so far."""
+    progress.report(total(schedule), floor)
+    offer(ctx, as_planned(schedule))
 
 
 def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, seed: int,
            workers: int) -> list[Variant]:
-    """The schedule's own op sets, reordered and relinked by retention over the whole graph
-    (the better of that and ``schedule``). Retention pays only between neighbours, and a
-    window frees only neighbours: greedy on benchmark 13 runs some ``x_i @ W0`` far from
-    the ``@ W1 @ V_i`` that reads its result, which then makes a round trip through slow
-    memory; here each is moved next to it and retains it (16,385,638.4 -> 16,284,057.6)."""
-    found, _ = _solve_window(ctx, _whole_graph(ctx), sorted({v.ops for v in schedule}),
-                             schedule, deadline, seed, workers)
-    return found if found is not None and total(found) < total(schedule) else list(schedule)
+    """The schedule's own op sets, reordered and relinked by retention over the whole graph,
+    in the first half of the time; then the same with each op set also cut in two
+    (``_halves``) from there (the best of the three). Retention pays only between
+    neighbours, and a window frees only neighbours: greedy on benchmark 13 runs some
+    ``x_i @ W0`` far from the ``@ W1 @ V_i`` that reads its result, which then makes a
+    round trip through slow memory; here each is moved next to it and retains it
+    (16,385,638.4 -> 16,284,057.6). The cuts make the model larger (that one stays at
+    greedy's in 10 s with them from the start), hence the second stage."""
+    best = list(schedule)
+    halfway = now() + 0.5 * max(0.0, deadline - now())
+    for cut, ends in ((False, halfway), (True, deadline)):
+        sets = {v.ops for v in best} | (_halves(ctx, best) if cut else set())
+        found, _ = _solve_window(ctx, _whole_graph(ctx), sorted(sets), best, ends, seed,
+                                 workers)
+        if found is not None and total(found) < total(best):
+            best = found
+    return best
+
+
+def _halves(ctx: ScoringContext, schedule: Sequence[Variant]) -> set[tuple[int, ...]]:
+    """Each subgraph cut in two at every point of its op order (a topological order, so
+    the first part never reads the second), the connected parts (SEMANTICS.md S2.4; the
+    scorer does not check it): a window sees only neighbours, and an op fused with a far
+    subgraph (benchmark 13 under the TeamKorea reading: a MatMul with the 15-op Pointwise
+    tail that reads every block) is freed only here."""
+    return {part for v in schedule for i in range(1, len(v.ops))
+            for part in (v.ops[:i], v.ops[i:]) if is_connected(ctx.graph, part)}
 
 
 def _whole_graph(ctx: ScoringContext) -> Window:
@@ -226,7 +266,10 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     """The best schedule of the window's variants, and whether it is proven optimal over
     all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
     set is scored with nothing retained before any retention variant is, and retention
-    variants only of op sets that fit without retention."""
+    variants only of op sets that fit without retention. Nothing is tried with less than
+    ``LEAST_SOLVE_S`` left."""
+    if deadline - now() < LEAST_SOLVE_S:
+        return None, False
     scoring_ends = now() + 0.6 * max(0.0, deadline - now())
     variants = list(incumbent)
     # the incumbent's own subgraphs are scored again: it may come from a context that tried
@@ -263,7 +306,10 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     finally:
         ctx.deadline = None
     variants += _repeats(ctx, variants)
-    model, mv = build_model(window, variants, objective_scale(variants, ctx.unit))
+    try:
+        model, mv = build_model(window, variants, objective_scale(variants, ctx.unit), deadline)
+    except BuildTimeout:
+        return None, False
     add_hint(model, window, variants, mv, list(range(len(incumbent))))
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = seed

@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from solver.deadline import now
 from solver.fusion.variants import Variant
 
 MAX_OBJECTIVE = 2**50
@@ -45,6 +46,11 @@ class Window:
     """Tensors that must be in slow memory when the window ends."""
     handoff: frozenset[int] = frozenset()
     """Tensors the window's last subgraph must retain for the subgraph after it."""
+
+
+class BuildTimeout(Exception):
+    """The deadline passed while the model was being built (a window's variants can make
+    millions of retention links: 6.3 million for 38,901 variants of a 15-op fork-join)."""
 
 
 @dataclass
@@ -73,8 +79,10 @@ def objective_scale(variants: Sequence[Variant], unit: int) -> Fraction:
     return scale
 
 
-def build_model(window: Window, variants: Sequence[Variant],
-                scale: Fraction) -> tuple[cp_model.CpModel, ModelVars]:
+def build_model(window: Window, variants: Sequence[Variant], scale: Fraction,
+                deadline: float = float("inf")) -> tuple[cp_model.CpModel, ModelVars]:
+    """The model of the window; ``BuildTimeout`` once ``deadline`` (a ``deadline.now()``
+    value) passes while it is built."""
     model = cp_model.CpModel()
     horizon = max(1, len(window.cover) + 1)
     chosen = [model.new_bool_var(f"x{i}") for i in range(len(variants))]
@@ -89,8 +97,9 @@ def build_model(window: Window, variants: Sequence[Variant],
         model.add(p <= count).only_enforce_if(x)
         model.add(p == 0).only_enforce_if(~x)
     _coverage(model, window, variants, chosen)
-    designated, written_at = _availability(model, window, variants, chosen, position, horizon)
-    links = _retention(model, window, variants, chosen, position, count)
+    designated, written_at = _availability(model, window, variants, chosen, position, horizon,
+                                           deadline)
+    links = _retention(model, window, variants, chosen, position, count, deadline)
     model.minimize(sum(round(v.latency * scale) * x for v, x in zip(variants, chosen, strict=True)))
     return model, ModelVars(chosen, position, count, links, designated, written_at)
 
@@ -107,7 +116,7 @@ def _coverage(model: cp_model.CpModel, window: Window, variants: Sequence[Varian
 
 def _availability(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
                   chosen: Sequence[cp_model.IntVar], position: Sequence[cp_model.IntVar],
-                  horizon: int) -> tuple[dict, dict]:
+                  horizon: int, deadline: float) -> tuple[dict, dict]:
     """Each tensor read from slow memory, or needed there at the end, has one designated
     writer, placed before every reader."""
     writers: dict[int, list[int]] = defaultdict(list)
@@ -120,6 +129,7 @@ def _availability(model: cp_model.CpModel, window: Window, variants: Sequence[Va
     designated: dict[tuple[int, int], cp_model.IntVar] = {}
     written_at: dict[int, cp_model.IntVar] = {}
     for t in sorted((set(readers) | window.needed) - window.available):
+        _check(deadline)
         ds = []
         for i in writers[t]:
             d = designated[t, i] = model.new_bool_var(f"w{t}_{i}")
@@ -142,7 +152,8 @@ def _availability(model: cp_model.CpModel, window: Window, variants: Sequence[Va
 
 def _retention(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
                chosen: Sequence[cp_model.IntVar], position: Sequence[cp_model.IntVar],
-               count: cp_model.IntVar) -> dict[tuple[int, int], cp_model.IntVar]:
+               count: cp_model.IntVar, deadline: float
+               ) -> dict[tuple[int, int], cp_model.IntVar]:
     """A variant keeping R resident is followed at once by one whose retained-in set is R;
     START keeps ``window.resident`` for position 1, END receives ``window.handoff``."""
     receivers: dict[frozenset[int], list[int]] = defaultdict(list)
@@ -158,6 +169,7 @@ def _retention(model: cp_model.CpModel, window: Window, variants: Sequence[Varia
     outgoing: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     incoming: dict[int, list[cp_model.IntVar]] = defaultdict(list)
     for i, kept in senders:
+        _check(deadline)
         for j in receivers.get(kept, ()):
             if i == j or (i == START and j == END):
                 continue
@@ -184,6 +196,11 @@ def _retention(model: cp_model.CpModel, window: Window, variants: Sequence[Varia
         else:
             model.add(sum(incoming[j]) == 1).only_enforce_if(chosen[j])
     return links
+
+
+def _check(deadline: float) -> None:
+    if now() > deadline:
+        raise BuildTimeout
 
 
 def decode(solver: cp_model.CpSolver, variants: Sequence[Variant],

@@ -31,8 +31,10 @@ from models.fusion import (
     EvaluationStep,
     FusionProblem,
     FusionSolution,
+    Semantics,
     SubgraphSteps,
 )
+from solver.fusion import teamkorea
 from solver.fusion.problem import (
     DEFAULT_RULES,
     FusionGraph,
@@ -55,6 +57,7 @@ class Evaluation:
     """The evaluator's verdict, exact; ``report()`` turns it into the JSON answer."""
 
     rules: Rules
+    semantics: Semantics = "default"
     error: Issue | None = None
     subgraph_latencies: list[Fraction] = field(default_factory=list)
     claimed_mismatches: list[tuple[int, Fraction, Fraction]] = field(default_factory=list)
@@ -85,6 +88,7 @@ class Evaluation:
             claimed_mismatches=[ClaimedMismatch(subgraph=i, claimed=float(c), computed=float(x))
                                 for i, c, x in self.claimed_mismatches],
             warnings=self.warnings,
+            semantics=self.semantics,
             reduction_cost=self.rules.reduction_cost,
             retained_output_ws=self.rules.retained_output_ws,
             pointwise_epilogue_step=self.rules.epilogue_step,
@@ -110,13 +114,18 @@ def evaluate(
     details: bool = False,
     engine: Engine = "fast",
     context: ScoringContext | None = None,
+    semantics: Semantics = "default",
 ) -> Evaluation:
     """Check ``solution`` against a validated ``problem`` and recompute every latency.
 
     ``strict`` makes a claimed latency off by more than 1e-6 (relative) an error instead of
     a reported mismatch (S13.1). ``details`` records every step (literal simulation).
     ``context`` lets a caller share scoring caches across evaluations of one problem.
+    ``semantics="teamkorea"`` follows that reading (``teamkorea.py``; ``rules``,
+    ``details``, ``engine`` and ``context`` do not apply to it).
     """
+    if semantics == "teamkorea":
+        return _evaluate_teamkorea(problem, solution, strict)
     ctx = context or ScoringContext(problem, rules)
     g = ctx.graph
     result = Evaluation(rules=rules, steps=[] if details else None)
@@ -137,6 +146,22 @@ def evaluate(
         state.check_outputs(len(solution.subgraphs))
         _check_claims(solution, result, strict)
     except _Invalid as exc:
+        result.error = exc.issue
+    return result
+
+
+def _evaluate_teamkorea(problem: FusionProblem | FusionGraph, solution: FusionSolution,
+                        strict: bool) -> Evaluation:
+    """The TeamKorea reading, after this project's list checks (S2.1/S2.2)."""
+    g = problem if isinstance(problem, FusionGraph) else FusionGraph(problem)
+    result = Evaluation(rules=teamkorea.RULES, semantics="teamkorea")
+    try:
+        _check_lists(g, solution)
+        teamkorea.run(g, solution, result.subgraph_latencies, result.claimed_mismatches,
+                      strict)
+    except _Invalid as exc:
+        result.error = exc.issue
+    except teamkorea.Rejected as exc:
         result.error = exc.issue
     return result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models.errors import InputValidationError, Issue, raise_if_any
 from models.fusion import (
@@ -14,6 +14,7 @@ from models.fusion import (
     FusionResult,
     FusionSolution,
     ReductionCost,
+    Semantics,
     parse_problem,
     parse_solution,
 )
@@ -34,18 +35,43 @@ MAX_DETAIL_STEPS = 100_000
 FUSION_KEYS = frozenset({"widths", "heights", "op_types", "base_costs", "native_granularity"})
 
 
-class FusionOptions(SolveOptions):
-    solver: Literal[tuple(solvers.SOLVERS)] = Field(  # type: ignore[valid-type]
-        default=solvers.DEFAULT_SOLVER, description=f"one of {list(solvers.SOLVERS)}")
-    reduction_cost: ReductionCost = Field(
-        default="per_native_k", description="how a MatMul's cost scales with its reduction "
-        "depth (SEMANTICS.md S8.3)")
+class Reading(BaseModel):
+    """The options that choose a reading of the contest, shared by solve and evaluate."""
 
-
-class FusionEvaluateOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    reduction_cost: ReductionCost = "per_native_k"
+    reduction_cost: ReductionCost | None = Field(
+        default=None, description="how a MatMul's cost scales with its reduction depth "
+        "(SEMANTICS.md S8.3); default per_native_k, or per_op under the teamkorea reading, "
+        "which prices a k-step by k/K and refuses per_native_k")
+    semantics: Semantics = Field(
+        default="default", description="the reading of the contest: default (SEMANTICS.md) "
+        "or teamkorea (the Track B winners' evaluator; docs/fusion.md)")
+
+    @model_validator(mode="after")
+    def _one_reading(self) -> Reading:
+        """``per_native_k`` belongs to the default reading: with ``teamkorea`` it would be
+        silently ignored, so it is refused."""
+        if self.semantics == "teamkorea" and self.reduction_cost == "per_native_k":
+            raise ValueError("reduction_cost per_native_k applies to the default semantics "
+                             "only; the teamkorea reading prices each k-step by k/K of a "
+                             "MatMul's base cost (per_op): leave reduction_cost unset")
+        return self
+
+    @property
+    def reduction(self) -> ReductionCost:
+        """The reduction pricing in force: the one given, else the reading's own."""
+        if self.reduction_cost is not None:
+            return self.reduction_cost
+        return "per_op" if self.semantics == "teamkorea" else "per_native_k"
+
+
+class FusionOptions(SolveOptions, Reading):
+    solver: Literal[tuple(solvers.SOLVERS)] = Field(  # type: ignore[valid-type]
+        default=solvers.DEFAULT_SOLVER, description=f"one of {list(solvers.SOLVERS)}")
+
+
+class FusionEvaluateOptions(Reading):
     steps: bool = Field(default=False, description="include every step of every subgraph")
     strict: bool = Field(default=False,
                          description="a claimed latency off by more than 1e-6 is an error")
@@ -117,8 +143,8 @@ class FusionFamily:
               progress: Progress | None = None) -> Solved:
         with progress_sink.reporting(progress):
             result = solvers.solve(problem, options.solver, deadline=deadline,
-                                   reduction_cost=options.reduction_cost, seed=options.seed,
-                                   workers=options.workers)
+                                   reduction_cost=options.reduction, seed=options.seed,
+                                   workers=options.workers, semantics=options.semantics)
         return Solved(result.status, result.total_latency, result.bound, result.gap,
                       result.solution.model_dump(mode="json"), result, answer_field="solution")
 
@@ -132,8 +158,14 @@ class FusionFamily:
                     ("granularities",), f"the solution runs {steps:,} steps; a report of every "
                     f"step (steps=true) lists at most {MAX_DETAIL_STEPS:,}",
                     "limit.max_detail_steps")], "fusion solution")
-        verdict = evaluate(problem, solution, Rules(reduction_cost=options.reduction_cost),
-                           strict=options.strict, details=options.steps)
+        if options.steps and options.semantics == "teamkorea":
+            raise InputValidationError([Issue(
+                ("steps",), "steps=true lists the steps of the default reading; the "
+                "teamkorea reading reports subgraph latencies only", "options.steps")],
+                "fusion evaluate options")
+        verdict = evaluate(problem, solution, Rules(reduction_cost=options.reduction),
+                           strict=options.strict, details=options.steps,
+                           semantics=options.semantics)
         report = verdict.report()
         errors = [] if report.error is None else [report.error]
         return Verdict(report.valid, report.total_latency, errors, report)
@@ -141,13 +173,16 @@ class FusionFamily:
     def describe_result(self, problem: FusionProblem, result: BaseModel) -> list[str]:
         assert isinstance(result, FusionResult)
         wall = "" if result.wall_time_s is None else f"; {result.wall_time_s:.2f} s"
-        return [f"{len(result.solution.subgraphs)} subgraphs ({result.reduction_cost}); "
+        reading = "teamkorea" if result.semantics == "teamkorea" else result.reduction_cost
+        return [f"{len(result.solution.subgraphs)} subgraphs ({reading}); "
                 f"subgraph latencies " + ", ".join(f"{x:,.2f}" for x in result.subgraph_latencies)
                 + wall]
 
     def describe_report(self, report: BaseModel) -> list[str]:
         assert isinstance(report, EvaluationReport)
-        lines = [f"{report.reduction_cost}; subgraphs "
+        reading = "teamkorea reading" if report.semantics == "teamkorea" else \
+            report.reduction_cost
+        lines = [f"{reading}; subgraphs "
                  + ", ".join(f"{x:,.4f}" for x in report.subgraph_latencies)]
         lines += [f"subgraph {m.subgraph}: claimed {m.claimed:,.4f}, computed "
                   f"{m.computed:,.4f}" for m in report.claimed_mismatches]

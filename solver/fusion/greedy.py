@@ -16,7 +16,7 @@ from __future__ import annotations
 import networkx as nx
 
 from solver.deadline import now
-from solver.fusion.schedule import Planned
+from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import Config, ScoringContext, best_config
 from solver.fusion.unfused import unfused
 
@@ -25,8 +25,11 @@ Group = frozenset[int]
 
 def greedy(ctx: ScoringContext, deadline: float = float("inf")) -> list[Planned]:
     """A valid schedule no slower than ``unfused``; merging stops early at ``deadline``
-    (a ``deadline.now()`` value), and the schedule found so far is returned."""
-    merger = _Merger(ctx, [frozenset(item.ops) for item in unfused(ctx, "greedy")])
+    (a ``deadline.now()`` value), and the schedule found so far is returned. The unfused
+    start is offered as the solve's first answer (``schedule.offer``)."""
+    start = unfused(ctx, "greedy")
+    offer(ctx, start)
+    merger = _Merger(ctx, [frozenset(item.ops) for item in start])
     for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
         while now() < deadline and merger.merge_best(allow_zero, deadline):
             pass

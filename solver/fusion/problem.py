@@ -14,7 +14,13 @@ from functools import cached_property
 
 import networkx as nx
 
-from models.fusion import EpilogueStep, FusionProblem, ReductionCost, RetainedOutputWS
+from models.fusion import (
+    EpilogueStep,
+    FusionProblem,
+    ReductionCost,
+    RetainedOutputWS,
+    Semantics,
+)
 
 
 def exact(x: int | float) -> Fraction:
@@ -307,14 +313,22 @@ def native_sizes(problem: FusionProblem) -> tuple[int, int, int]:
     return g[0], g[1], g[2] if len(g) > 2 else g[0]
 
 
-def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k") -> LowerBounds:
+def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
+                 semantics: Semantics = "default") -> LowerBounds:
     """Compute and I/O lower bounds of SEMANTICS.md "Public benchmarks".
 
     Every op fires at least once over its whole output and a firing never costs less
     than its area share; every consumed graph input and every graph output crosses the
-    slow-memory boundary at least once.
+    slow-memory boundary at least once. Under the teamkorea reading an op costs its base
+    once per tile of its subgraph's grid, which may be smaller than its output, and a
+    Pointwise input moves only over that grid: each op costs its base at least once, and
+    only the graph outputs (never retained, written whole) must cross.
     """
     g = FusionGraph(problem)
+    bandwidth = exact(problem.slow_memory_bandwidth)
+    if semantics == "teamkorea":
+        return LowerBounds(compute=sum((exact(c) for c in problem.base_costs), Fraction(0)),
+                           io=Fraction(sum(g.size(t) for t in g.graph_outputs)) / bandwidth)
     nw, nh, nk = native_sizes(problem)
     compute = Fraction(0)
     for k, op in enumerate(problem.op_types):
@@ -324,7 +338,7 @@ def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k") -
             cost *= Fraction(g.reduction_length(k), nk)
         compute += cost
     traffic = sum(g.size(t) for t in g.graph_inputs) + sum(g.size(t) for t in g.graph_outputs)
-    return LowerBounds(compute=compute, io=Fraction(traffic) / exact(problem.slow_memory_bandwidth))
+    return LowerBounds(compute=compute, io=Fraction(traffic) / bandwidth)
 
 
 def summarize(problem: FusionProblem) -> dict[str, object]:

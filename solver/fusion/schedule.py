@@ -1,10 +1,15 @@
-"""A schedule as solvers build it (subgraphs with configurations) and its contest solution."""
+"""A schedule as solvers build it (subgraphs with configurations), its contest solution,
+and offering it as a solve's answer so far."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from models.fusion import FusionSolution
+from solver import progress
+from solver.fusion.evaluate import evaluate
 from solver.fusion.score import Config, ScoringContext, tile_order
 
 
@@ -18,7 +23,7 @@ class Planned:
     retained: frozenset[int] = frozenset()
 
 
-def to_solution(ctx: ScoringContext, schedule: list[Planned]) -> FusionSolution:
+def to_solution(ctx: ScoringContext, schedule: Sequence[Planned]) -> FusionSolution:
     """The contest solution of a schedule, claiming the scorer's latencies.
 
     Raster order is ``null``; every other order is written out as a permutation.
@@ -37,3 +42,22 @@ def to_solution(ctx: ScoringContext, schedule: list[Planned]) -> FusionSolution:
         traversal_orders=orders,
         subgraph_latencies=[float(item.config.latency) for item in schedule],
     )
+
+
+def offer(ctx: ScoringContext, schedule: Sequence[Planned]) -> None:
+    """Offer a valid schedule as the solve's answer so far (``progress.offer``): the command
+    line writes it at once, so a harness that stops the process before the search ends
+    still finds it. Built and checked only when kept (a better one than any before)."""
+    claimed = float(sum(item.config.latency for item in schedule))
+    progress.offer(claimed, lambda: _checked(ctx, schedule))
+
+
+def _checked(ctx: ScoringContext, schedule: Sequence[Planned]) -> dict[str, Any] | None:
+    """The schedule's solution (JSON) with the evaluator's latencies, under the context's
+    reading; None when the evaluator refuses it."""
+    solution = to_solution(ctx, schedule)
+    verdict = evaluate(ctx.problem, solution, ctx.rules, context=ctx, semantics=ctx.semantics)
+    if not verdict.valid:
+        return None
+    latencies = [float(x) for x in verdict.subgraph_latencies]
+    return solution.model_copy(update={"subgraph_latencies": latencies}).model_dump(mode="json")

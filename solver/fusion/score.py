@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from solver.deadline import now
+from solver.fusion import teamkorea_config
 from solver.fusion.closed_form import (
     Granularity,
     Traversal,
@@ -118,7 +119,16 @@ def best_config(
     resident, kept = frozenset(retained_in), frozenset(retained_out)
     held = sum(ctx.graph.size(t) for t in resident)
     key = (ops, resident & shape.consumed, held, kept)
+    if ctx.semantics == "teamkorea":
+        return ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
     return ctx.memo("best", key, lambda: _search(ctx, shape, resident, kept, held))
+
+
+def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
+               kept: frozenset[int]) -> Config | None:
+    """``teamkorea_config.best`` as a ``Config``."""
+    found = teamkorea_config.best(ctx, ops, resident, kept)
+    return None if found is None else Config(*found)
 
 
 def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
