@@ -265,3 +265,14 @@ def test_the_option_reaches_the_cli_and_the_api(tmp_path: Path):
         refused = client.post("/v1/fusion/evaluate?semantics=teamkorea&steps=true",
                               json=body)
         assert refused.status_code == 422 and "steps" in refused.text
+        unknown = client.post("/v1/fusion/solve?semantics=korea", json=body["problem"])
+        assert unknown.status_code == 422 and "semantics" in unknown.text
+        mixed = client.post("/v1/fusion/solve?semantics=teamkorea&reduction_cost=per_native_k",
+                            json=body["problem"])
+        assert mixed.status_code == 422 and "reduction_cost" in mixed.text
+        again = client.post("/v1/fusion/solve?solver=greedy&semantics=teamkorea",
+                            json=body["problem"])
+        assert again.status_code == 200 and again.json() == solved.json() | {
+            "wall_time_s": again.json()["wall_time_s"]}
+    bogus = runner.invoke(cli, ["fusion", "solve", str(problem_file), "--semantics", "korea"])
+    assert bogus.exit_code == 2 and "semantics" in bogus.output

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import networkx as nx
+
 from solver.fusion.problem import FusionGraph
 
 
@@ -34,17 +36,7 @@ def tensor_neighbours(graph: FusionGraph) -> dict[int, frozenset[int]]:
 def is_connected(graph: FusionGraph, ops: Iterable[int]) -> bool:
     """Whether ``ops`` are connected through tensors produced and consumed among them."""
     members = frozenset(ops)
-    if not members:
-        return False
-    dag = graph.dag
-    seen = {next(iter(members))}
-    todo = list(seen)
-    while todo:
-        q = todo.pop()
-        for k in (set(dag.predecessors(q)) | set(dag.successors(q))) & members - seen:
-            seen.add(k)
-            todo.append(k)
-    return len(seen) == len(members)
+    return bool(members) and nx.is_weakly_connected(graph.dag.subgraph(members))
 
 
 def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int) -> Enumeration:

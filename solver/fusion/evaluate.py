@@ -261,16 +261,13 @@ class _Availability:
 def _check_subgraph(g: FusionGraph, sol: FusionSolution, i: int, shape: SubgraphShape,
                     gran: tuple[int, ...], resident: frozenset[int]) -> frozenset[int]:
     """S2.3, S2.4, S2.5, S9, S5 and S6.4 for subgraph ``i``; returns its retained set."""
-    p = g.problem
     position = {q: pos for pos, q in enumerate(shape.ops)}
-    for pos, q in enumerate(shape.ops):
-        for t in p.inputs[q]:
-            producer = g.producer.get(t)
-            if producer in position and position[producer] >= pos:
-                raise _Invalid(("subgraphs", i, pos), "S2.3.order",
-                               f"subgraph {i}: op {q} consumes tensor {t}, produced by op "
-                               f"{producer} listed at position {position[producer]}, not "
-                               "before it; list the ops of a subgraph in a topological order")
+    if (found := g.misordered(shape.ops)) is not None:
+        pos, q, t, producer = found
+        raise _Invalid(("subgraphs", i, pos), "S2.3.order",
+                       f"subgraph {i}: op {q} consumes tensor {t}, produced by op "
+                       f"{producer} listed at position {position[producer]}, not "
+                       "before it; list the ops of a subgraph in a topological order")
     links = nx.Graph()
     links.add_nodes_from(shape.ops)
     links.add_edges_from((shape.producer[t], c) for t in shape.ephemerals

@@ -7,7 +7,7 @@ evaluator and the solvers compare exactly are kept as ``Fraction``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -109,6 +109,18 @@ class FusionGraph:
     def reduction_length(self, op: int) -> int:
         """K of a MatMul: the width of its LHS."""
         return self.problem.widths[self.problem.inputs[op][0]]
+
+    def misordered(self, ops: Sequence[int]) -> tuple[int, int, int, int] | None:
+        """The first op of ``ops`` that reads a tensor an op listed at or after it produces,
+        as (its position, the op, the tensor, the producer); None when ``ops`` is in a
+        topological order."""
+        position = {q: pos for pos, q in enumerate(ops)}
+        for pos, q in enumerate(ops):
+            for t in self.problem.inputs[q]:
+                producer = self.producer.get(t)
+                if producer in position and position[producer] >= pos:
+                    return pos, q, t, producer
+        return None
 
     def is_matmul(self, op: int) -> bool:
         return self.problem.op_types[op] == "MatMul"

@@ -213,14 +213,11 @@ def _check_granularity(i: int, g: FusionGraph, gran: tuple[int, int, int]) -> No
 
 
 def _check_order(g: FusionGraph, sg: Subgraph, i: int) -> None:
-    position = {q: pos for pos, q in enumerate(sg.ops)}
-    for pos, q in enumerate(sg.ops):
-        for t in g.problem.inputs[q]:
-            producer = g.producer.get(t)
-            if producer in position and position[producer] >= pos:
-                raise Rejected(("subgraphs", i, pos), "order",
-                               f"Subgraph {i}: op {q} consumes tensor {t} produced by op "
-                               f"{producer} which appears at the same or later position")
+    if (found := g.misordered(sg.ops)) is not None:
+        pos, q, t, producer = found
+        raise Rejected(("subgraphs", i, pos), "order",
+                       f"Subgraph {i}: op {q} consumes tensor {t} produced by op "
+                       f"{producer} which appears at the same or later position")
 
 
 def _check_retain(g: FusionGraph, sg: Subgraph, i: int) -> None:
@@ -423,7 +420,7 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], tiles: Seq
     (every cached slice is re-keyed in the tile's first step), through whether it stays in
     the same tile row and column, and on its own extent; tiles alike in those are priced
     once and counted, and so are k-steps alike (``step_classes``)."""
-    w, h, k = gran
+    w, _, k = gran
     p = g.problem
     bandwidth = exact(p.slow_memory_bandwidth)
     base = {q: exact(p.base_costs[q]) for q in sg.ops}
@@ -437,27 +434,27 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], tiles: Seq
     columns = ceil_div(grid[0], w)
     Kind = tuple[int, int, bool, bool, bool]
     counts: dict[Kind, int] = {}
-    first_of: dict[Kind, tuple[tuple[int, int] | None, tuple[int, int], tuple[int, int]]] = {}
+    first_of: dict[Kind, tuple[tuple[int, int] | None, tuple[int, int]]] = {}
     before: tuple[int, int] | None = None
     for idx in tiles:
         row, col = divmod(idx, columns)
-        extent = (min(w, grid[0] - col * w), min(h, grid[1] - row * h))
-        kind = (*extent, before is None, before is not None and before[0] == row,
-                before is not None and before[1] == col)
+        kind = (*_extent(gran, grid, (row, col)), before is None,
+                before is not None and before[0] == row, before is not None and before[1] == col)
         if kind not in first_of:
-            first_of[kind] = (before, (row, col), extent)
+            first_of[kind] = (before, (row, col))
             counts[kind] = 0
         counts[kind] += 1
         before = (row, col)
     moved = 0
     compute_bound = [0] * len(classes)
     for kind, n in counts.items():
-        prior, at, extent = first_of[kind]
+        prior, at = first_of[kind]
         loaded: dict[int, Slice] = {}
         if prior is not None:
-            prior_extent = (min(w, grid[0] - prior[1] * w), min(h, grid[1] - prior[0] * h))
-            _tile_traffic(g, sg, gran, prior, prior_extent, resident, loaded, steps)
-        traffics = _tile_traffic(g, sg, gran, at, extent, resident, loaded, steps)
+            _tile_traffic(g, sg, gran, prior, _extent(gran, grid, prior), resident, loaded,
+                          steps)
+        traffics = _tile_traffic(g, sg, gran, at, _extent(gran, grid, at), resident, loaded,
+                                 steps)
         for i, ((_, alike), traffic) in enumerate(zip(classes, traffics, strict=True)):
             if traffic >= moved_at[i]:
                 moved += n * alike * traffic
@@ -465,6 +462,14 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], tiles: Seq
                 compute_bound[i] += n * alike
     return moved / bandwidth + sum((n * c for n, c in zip(compute_bound, computes, strict=True)),
                                    Fraction(0))
+
+
+def _extent(gran: tuple[int, int, int], grid: tuple[int, int],
+            at: tuple[int, int]) -> tuple[int, int]:
+    """(width, height) of the tile at (row, column): the last of a row or column may be
+    cut short by the grid."""
+    row, col = at
+    return min(gran[0], grid[0] - col * gran[0]), min(gran[1], grid[1] - row * gran[1])
 
 
 def step_classes(sg: Subgraph, k: int) -> list[tuple[int, int]]:
