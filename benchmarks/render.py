@@ -102,6 +102,40 @@ def scale_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def address_table(rows: list[Row]) -> str:
+    """``benchmarks/address.py``: how each plan's L1 buffers were placed, per method, then
+    the plans that needed more than the top-down order."""
+    methods: dict[str, list[Row]] = {}
+    for r in rows:
+        methods.setdefault(r["method"], []).append(r)
+    lines = ["| method | plans | buffers (max) | fullest step by sum (max) | place s (max) |",
+             "|---|---|---|---|---|"]
+    for method, group in sorted(methods.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"| {method} | {len(group)} | {max(r['buffers'] for r in group):,} | "
+                     f"{max(r['sum_peak'] for r in group):.1%} | "
+                     f"{max(r['place_s'] for r in group):.3f} |")
+    hard = [r for r in rows if r["method"] != "top-down"]
+    if hard:
+        lines += ["", "| graph | device | solver | buffers | fullest step by sum | method | "
+                  "place s |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['graph']} | {r['device']} | {r['solver']} | {r['buffers']} | "
+                  f"{r['sum_peak']:.1%} | {r['method']} | {r['place_s']:.3f} |" for r in hard]
+    return "\n".join(lines)
+
+
+def order_table(rows: list[Row]) -> str:
+    """``benchmarks/order.py``: cpsat on the graph's order and with the order search."""
+    lines = ["| graph | device | ops | given order us | searched us | given / searched | "
+             "reordered | status (given, searched) | wall s (given, searched) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['graph']} | {r['device']} | {r['ops']} | {r['given_us']:,.2f} | "
+                     f"{r['search_us']:,.2f} | {r['given_us'] / r['search_us']:.4f} | "
+                     f"{'yes' if r['reordered'] else 'no'} | {r['given_status']}, "
+                     f"{r['search_status']} | {r['given_wall_s']:.1f}, {r['search_wall_s']:.1f} |")
+    return "\n".join(lines)
+
+
 def calibration_table(groups: list[Row]) -> str:
     """One line per group of published matmuls of ``benchmarks/calibrate.py``."""
     lines = ["| device, source, config, dtype/fidelity | matmuls | model / measured (geomean) | "
@@ -340,6 +374,8 @@ TABLES = {
     "load": Table("load.json", load_table),
     "iopddl": Table("iopddl.json", lambda d: iopddl_table(d["rows"])),
     "calibration": Table("calibration.json", lambda d: calibration_table(d["summary"])),
+    "address": Table("address.json", lambda d: address_table(d["rows"])),
+    "order": Table("order.json", lambda d: order_table(d["rows"])),
 }
 
 

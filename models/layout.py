@@ -130,6 +130,12 @@ def parse_graph(data: Any) -> LayoutGraph:
 # ----------------------------------------------------------------------------- plan
 
 
+L1Allocation = Literal["address", "sum"]
+"""How a plan's L1 is checked: offsets like the allocator's, or bytes per step only."""
+Order = Literal["given", "search"]
+"""Which op orders a solve may run: the graph's own, or also one it searches for."""
+
+
 class TensorPlacement(_Strict):
     """Where a tensor lives from its producer on (its home memory configuration)."""
 
@@ -139,6 +145,9 @@ class TensorPlacement(_Strict):
     shard_shape: list[int] | None = Field(
         description="[h, w] elements per core; null unless sharded")
     bytes_per_core: int
+    l1_offset: int | None = Field(
+        default=None, description="bytes above the lowest usable L1 byte where an L1 home "
+        "lives, the same on every core; null in DRAM or when l1_allocation is sum")
 
 
 class OpPlacement(_Strict):
@@ -159,6 +168,9 @@ class Copy(_Strict):
     consumers: list[Name] = Field(min_length=1, description="ops that read this copy")
     step: int = Field(description="runs just before the op at this schedule step")
     latency_us: float
+    l1_offset: int | None = Field(
+        default=None, description="bytes above the lowest usable L1 byte where an L1 copy "
+        "lives; null for a copy to DRAM or when l1_allocation is sum")
 
 
 class Spill(_Strict):
@@ -237,6 +249,9 @@ class LayoutPlan(_Strict):
     spills: list[Spill] = Field(default_factory=list)
     l1_timeline: list[TimelineStep]
     l1_capacity_bytes_per_core: int
+    l1_allocation: L1Allocation = Field(
+        default="sum", description="address: every L1 tensor has an offset (l1_offset) and "
+        "the evaluator checks them as the allocator would; sum: only bytes per step are")
     total_latency_us: float
     stats: PlanStats
     violations: list[Violation] = Field(

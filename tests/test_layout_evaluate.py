@@ -34,6 +34,8 @@ def test_the_unmodified_plan_is_valid_and_the_total_recomputes():
     assert PLAN.status == "feasible"
     assert PLAN.tensors["h"].buffer == "l1" and PLAN.tensors["y"].layout.endswith("sharded")
     assert [s.tensor for s in PLAN.spills] == ["out"]
+    assert PLAN.l1_allocation == "address"
+    assert PLAN.tensors["h"].l1_offset is not None and PLAN.tensors["y"].l1_offset is not None
     verdict = evaluate(PROBLEM, PLAN)
     assert verdict.valid and verdict.violations == []
     assert verdict.total_latency_us == pytest.approx(PLAN.total_latency_us)
@@ -91,6 +93,14 @@ CASES: list[tuple[str, Callable[[dict], None]]] = [
         "tensor": "x", "from": "dram:interleaved", "to": "l1:interleaved",
         "consumers": ["res"], "step": 2, "latency_us": 1.0})),
     ("timeline.mismatch", lambda d: d["l1_timeline"][0].update(bytes_per_core=0)),
+    ("address.missing", lambda d: d["tensors"]["h"].update(l1_offset=None)),
+    ("address.alignment", lambda d: d["tensors"]["h"].update(
+        l1_offset=d["tensors"]["h"]["l1_offset"] - 16)),
+    ("address.range", lambda d: d["tensors"]["h"].update(
+        l1_offset=d["l1_capacity_bytes_per_core"] - 32)),
+    ("address.overlap", lambda d: d["tensors"]["h"].update(
+        l1_offset=d["tensors"]["y"]["l1_offset"])),
+    ("address.cb_clash", lambda d: d["tensors"]["h"].update(l1_offset=0)),
     ("capacity.mismatch", lambda d: d.update(l1_capacity_bytes_per_core=1)),
     ("total.mismatch", lambda d: d.update(total_latency_us=d["total_latency_us"] + 1)),
 ]
@@ -128,4 +138,5 @@ def test_the_evaluator_calls_no_solver():
     tree = ast.parse((ROOT / "solver" / "layout" / "evaluate.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not imported & {"solver.layout.greedy", "solver.layout.dfsharding",
-                           "solver.layout.dram", "solver.layout.plan", "solver.layout"}
+                           "solver.layout.dram", "solver.layout.plan", "solver.layout",
+                           "solver.layout.address"}

@@ -68,6 +68,8 @@ def test_evaluate_exits_1_with_the_violations(tmp_path):
 @pytest.mark.parametrize(("args", "code", "fragment"), [
     (["--solver", "magic"], 2, "'magic' is not one of"),
     (["--device", "tpu"], 2, "unknown device preset 'tpu'"),
+    (["--capacity", "bytes"], 2, "'bytes' is not one of"),
+    (["--order", "random"], 2, "'random' is not one of"),
 ])
 def test_solve_rejects_unknown_names(args, code, fragment):
     r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), *args])
@@ -99,6 +101,39 @@ def test_api_solve_and_evaluate(client):
     assert r.json()["valid"] is False
 
 
+def test_capacity_sum_plans_carry_no_offsets_and_address_plans_do(tmp_path, client):
+    plan = tmp_path / "plan.json"
+    r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), "-o", str(plan),
+                            "--solver", "greedy", "--capacity", "sum"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(plan.read_text())
+    assert data["l1_allocation"] == "sum"
+    assert all(t["l1_offset"] is None for t in data["tensors"].values())
+    r = client.post("/v1/layout/solve", json=load(SMALL_EXAMPLE), params={"solver": "greedy"})
+    body = r.json()
+    assert body["l1_allocation"] == "address"
+    in_l1 = [t for t in body["tensors"].values() if t["buffer"] == "l1"]
+    assert in_l1 and all(t["l1_offset"] % 32 == 0 for t in in_l1)
+    # the same plan without its offsets fails the address check it claims
+    for t in in_l1:
+        t["l1_offset"] = None
+    r = client.post("/v1/layout/evaluate", json={"graph": load(SMALL_EXAMPLE), "plan": body})
+    assert r.json()["valid"] is False
+    assert "address.missing" in {v["kind"] for v in r.json()["violations"]}
+
+
+def test_order_search_is_an_option_of_the_cli_and_the_api(tmp_path, client):
+    plan = tmp_path / "plan.json"
+    r = runner.invoke(cli, ["layout", "solve", str(SMALL_EXAMPLE), "-o", str(plan),
+                            "--order", "search", "--time-limit", "5"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, ["layout", "evaluate", str(SMALL_EXAMPLE), str(plan)])
+    assert r.exit_code == 0 and "valid, total" in r.output
+    r = client.post("/v1/layout/solve", json=load(SMALL_EXAMPLE),
+                    params={"order": "search", "time_limit_s": "5"})
+    assert r.status_code == 200 and r.json()["status"] in ("optimal", "feasible"), r.text
+
+
 def test_api_reports_graph_faults_at_their_path(client):
     g = tiny()
     g["tensors"][0]["dtype"] = "int8"
@@ -112,6 +147,8 @@ def test_api_reports_graph_faults_at_their_path(client):
 @pytest.mark.parametrize(("body", "params", "rule"), [
     (tiny(), {"time_limit_s": "0"}, "schema.greater_than"),
     (tiny(), {"solver": "magic"}, "solver.unknown"),
+    (tiny(), {"capacity": "bytes"}, "schema.literal_error"),
+    (tiny(), {"order": "random"}, "schema.literal_error"),
     (tiny(), {"extra": "1"}, "schema.extra_forbidden"),
     ({}, {}, "schema.missing"),
 ])

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from models.layout import Copy, Evaluation, LayoutPlan, Violation
-from solver.layout.memory import DRAM, MemConfig
+from solver.layout.memory import ALIGNMENT, DRAM, MemConfig
 from solver.layout.ops import Candidate
 from solver.layout.problem import LayoutProblem
 
@@ -268,13 +268,22 @@ def _check_reads(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> 
                       f"{c.spill_step(t)}, and no reshard or reload lists '{name}'")
 
 
-def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> None:
+@dataclass(frozen=True)
+class _Buffer:
+    """An L1 buffer as the plan implies it: bytes per core, steps live, offset given."""
+
+    where: str
+    size: int
+    first: int
+    last: int
+    offset: int | None
+
+
+def _l1_buffers(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> list[_Buffer]:
+    """Every L1 home (producer to spill, or to its last read from home) and L1 copy
+    (its step to its last reader), recomputed from the plan's reads, copies and spills."""
     n = len(c.plan.schedule)
-    cap = c.problem.usable_l1
-    if c.plan.l1_capacity_bytes_per_core != cap:
-        c.add("capacity.mismatch", "l1_capacity_bytes_per_core", f"reported "
-              f"{c.plan.l1_capacity_bytes_per_core}; the device allows {cap}")
-    used = [0] * n
+    found = []
     last_home_use: dict[str, int] = defaultdict(lambda: -1)
     for name, k in c.step.items():
         placed = c.plan.ops.get(name)
@@ -287,16 +296,32 @@ def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) 
             last_home_use[cp.tensor] = max(last_home_use[cp.tensor], cp.step)
         if dst.is_l1:
             end = max((c.step.get(op, cp.step) for op in cp.consumers), default=cp.step)
-            for k in range(max(cp.step, 0), min(end, n - 1) + 1):
-                used[k] += c.problem.bytes_per_core(cp.tensor, dst)
+            found.append(_Buffer(f"copy of {cp.tensor} to {cp.to}",
+                                 c.problem.bytes_per_core(cp.tensor, dst), max(cp.step, 0),
+                                 min(end, n - 1), cp.l1_offset))
     for name, info in c.problem.tensors.items():
         home = c.home(name)
         if home.is_l1 and info.producer in c.step:
             start = c.step[info.producer]
             spill = c.spill_step(name)
             end = spill if spill is not None else max(start, last_home_use[name])
-            for k in range(start, min(end, n - 1) + 1):
-                used[k] += c.problem.bytes_per_core(name, home)
+            placed = c.plan.tensors.get(name)
+            found.append(_Buffer(f"tensors.{name}", c.problem.bytes_per_core(name, home), start,
+                                 min(end, n - 1), placed.l1_offset if placed else None))
+    return found
+
+
+def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> None:
+    n = len(c.plan.schedule)
+    cap = c.problem.usable_l1
+    if c.plan.l1_capacity_bytes_per_core != cap:
+        c.add("capacity.mismatch", "l1_capacity_bytes_per_core", f"reported "
+              f"{c.plan.l1_capacity_bytes_per_core}; the device allows {cap}")
+    buffers = _l1_buffers(c, copies)
+    used = [0] * n
+    for b in buffers:
+        for k in range(b.first, b.last + 1):
+            used[k] += b.size
     for k, op in enumerate(c.plan.schedule):
         cand = c.configs.get(op)
         used[k] += cand.cb_bytes_per_core if cand else 0
@@ -308,6 +333,46 @@ def _check_capacity(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) 
         wrong = [k for k in range(n) if reported.get(k) != used[k]][:5]
         c.add("timeline.mismatch", "l1_timeline", f"the reported L1 timeline differs from the "
               f"recomputed one at steps {wrong} (first five shown)")
+    _check_addresses(c, buffers)
+
+
+def _check_addresses(c: _Check, buffers: list[_Buffer]) -> None:
+    """Offsets as the allocator needs them (``solver/layout/address.py``): required for
+    every L1 buffer of an ``address`` plan, and checked wherever given: aligned, within
+    the usable L1, above the circular buffers of every op that runs while the buffer is
+    live, and apart from every buffer live at a common step."""
+    cap = c.problem.usable_l1
+    placed = []
+    for b in buffers:
+        if b.offset is None:
+            if c.plan.l1_allocation == "address":
+                c.add("address.missing", b.where, "an L1 buffer of a plan checked by address "
+                      "has no l1_offset")
+            continue
+        placed.append(b)
+        if b.offset % ALIGNMENT:
+            c.add("address.alignment", b.where, f"l1_offset {b.offset} is not a multiple of "
+                  f"{ALIGNMENT} bytes")
+        if b.offset < 0 or b.offset + b.size > cap:
+            c.add("address.range", b.where, f"bytes {b.offset}..{b.offset + b.size} per core "
+                  f"lie outside the usable L1 (0..{cap})")
+        for k in range(b.first, b.last + 1):
+            cand = c.configs.get(c.plan.schedule[k])
+            cb = cand.cb_bytes_per_core if cand else 0
+            if b.offset < cb:
+                c.add("address.cb_clash", b.where, f"at offset {b.offset} it lies under the "
+                      f"{cb} bytes of circular buffers of '{c.plan.schedule[k]}' (step {k}), "
+                      "which grow from the bottom of L1")
+                break
+    placed.sort(key=lambda b: b.offset)
+    for i, b in enumerate(placed):
+        for o in placed[i + 1:]:
+            if o.offset >= b.offset + b.size:
+                break
+            if o.first <= b.last and b.first <= o.last:
+                c.add("address.overlap", b.where, f"bytes {b.offset}..{b.offset + b.size} "
+                      f"overlap {o.where}'s {o.offset}..{o.offset + o.size} while both are "
+                      f"live (steps {max(b.first, o.first)}..{min(b.last, o.last)})")
 
 
 def _check_dram(c: _Check, copies: list[tuple[Copy, MemConfig, MemConfig]]) -> None:

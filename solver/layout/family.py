@@ -14,8 +14,10 @@ from models.errors import InputValidationError, Issue
 from models.layout import (
     GRAPH_FORMAT,
     Evaluation,
+    L1Allocation,
     LayoutGraph,
     LayoutPlan,
+    Order,
     parse_graph,
     parse_plan,
 )
@@ -50,6 +52,13 @@ class LayoutOptions(SolveOptions):
         DEFAULT_MAX_CONFIGS
     explain: bool = Field(default=False,
                           description="add the differences from the best baseline's plan")
+    capacity: L1Allocation = Field(
+        default="address", description="address: every L1 buffer gets an offset, checked as "
+        "TT-Metal's allocator places them (fragmentation and circular buffers included); "
+        "sum: bytes per step only (faster, but a plan may not place on the chip)")
+    order: Order = Field(
+        default="given", description="given: the graph's op order; search: cpsat also tries "
+        "an order that makes room in L1 (graphs up to 100 ops)")
 
     @field_validator("device")
     @classmethod
@@ -120,7 +129,8 @@ class LayoutFamily:
         with progress_sink.reporting(progress):
             plan = layout.solve(problem, options.solver, options.device, deadline=deadline,
                                 seed=options.seed, workers=options.workers,
-                                max_configs=options.max_configs, explain=options.explain)
+                                max_configs=options.max_configs, explain=options.explain,
+                                capacity=options.capacity, order=options.order)
         return Solved(plan.status, plan.total_latency_us, plan.stats.best_bound,
                       plan.stats.gap, plan.model_dump(mode="json", by_alias=True), plan)
 

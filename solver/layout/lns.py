@@ -119,8 +119,9 @@ def _fixed(incumbent: Assignment, op: str):
 def _passing_through(problem: LayoutProblem, res: Residency, copies, lo: int, hi: int,
                      touched: set[str]) -> dict[int, int]:
     """L1 bytes per core at each of the segment's steps held by what the segment does not
-    model: homes of untouched tensors, and copies made before it (kept conservatively)."""
-    reserved = dict.fromkeys(range(hi - lo), 0)
+    model: homes of untouched tensors, and copies made before it (kept conservatively),
+    on top of what the whole problem reserves there (a repair by address, ``_addressed``)."""
+    reserved = {k - lo: problem.reserved_l1.get(k, 0) for k in range(lo, hi)}
     for t, (first, last) in home_residency(problem, res.a, copies).items():
         if t not in touched:
             for k in range(max(first, lo), min(last, hi - 1) + 1):

@@ -20,6 +20,10 @@ TILE = 32
 # exponent byte per 16 values: 1024 + 64 and 512 + 64.
 TILE_BYTES = {"bf16": 2048, "f32": 4096, "bfp8": 1088, "bfp4": 576, "uint32": 4096}
 SHARDED_LAYOUTS = ("block_sharded", "height_sharded", "width_sharded")
+ALIGNMENT = 32
+"""Bytes an L1 buffer's offset is a multiple of: the Tensix allocator alignment in
+tt-metal's ``core_config.h`` (32 on Grayskull, a multiple of later chips' L1 alignment);
+every tile size is a multiple of it."""
 
 
 @dataclass(frozen=True, order=True)

@@ -151,10 +151,17 @@ def l1_timeline(problem: LayoutProblem, a: Assignment,
     return used
 
 
+Offsets = dict[tuple[str, str | None], int]
+"""L1 offset per buffer: (tensor, None) for its home, (tensor, target key) for a copy."""
+
+
 def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
                wall_time_s: float, status: str = "feasible", objective: float | None = None,
-               best_bound: float | None = None, gap: float | None = None) -> LayoutPlan:
-    """The plan JSON of an assignment, every number computed from the cost model."""
+               best_bound: float | None = None, gap: float | None = None,
+               offsets: Offsets | None = None) -> LayoutPlan:
+    """The plan JSON of an assignment, every number computed from the cost model; with
+    ``offsets`` (``address.py``) each L1 buffer's offset, checked by address."""
+    where = offsets or {}
     a = with_output_spills(problem, decided)
     res = Residency(problem, a)
     copies = derive_copies(problem, a)
@@ -167,7 +174,7 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
         tensors[name] = TensorPlacement(
             buffer=home.buffer, layout=home.layout, grid=list(grid) if grid else None,
             shard_shape=list(shard) if shard else None,
-            bytes_per_core=problem.bytes_per_core(name, home))
+            bytes_per_core=problem.bytes_per_core(name, home), l1_offset=where.get((name, None)))
     ops = {op: OpPlacement(config=a.configs[op].id, inputs=[m.key for m in a.reads[op]],
                            latency_us=a.configs[op].latency_us(a.reads[op]),
                            cb_bytes_per_core=a.configs[op].cb_bytes_per_core,
@@ -177,7 +184,8 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
     for c in copies:
         copy_entries[c.reload].append(Copy(
             tensor=c.tensor, from_=c.src.key, to=c.dst.key, consumers=c.consumers, step=c.step,
-            latency_us=problem.copy_us(c.tensor, c.src, c.dst)))
+            latency_us=problem.copy_us(c.tensor, c.src, c.dst),
+            l1_offset=where.get((c.tensor, c.dst.key))))
     spills = [Spill(tensor=t, step=k, latency_us=problem.spill_us(t, res.home(t)))
               for t, k in sorted(a.spills.items(), key=lambda kv: (kv[1], kv[0]))]
     timeline = l1_timeline(problem, a, copies)
@@ -189,7 +197,8 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
         reloads=copy_entries[True], spills=spills,
         l1_timeline=[TimelineStep(step=k, op=op, bytes_per_core=b)
                      for k, (op, b) in enumerate(zip(a.schedule, timeline, strict=True))],
-        l1_capacity_bytes_per_core=problem.usable_l1, total_latency_us=total,
+        l1_capacity_bytes_per_core=problem.usable_l1,
+        l1_allocation="sum" if offsets is None else "address", total_latency_us=total,
         stats=PlanStats(wall_time_s=wall_time_s, objective=objective, best_bound=best_bound,
                         gap=gap))
 

@@ -1,0 +1,163 @@
+"""An op order that makes room in L1 for the plan the layout would like.
+
+The layout model takes the schedule as given, and L1 pressure (so spills, reloads and
+tensors left in DRAM) depends on it: two branches run interleaved keep both branches'
+intermediates alive at once. ``memory_order`` takes an assignment (the plan the model
+chooses when L1 is unlimited, ``without_capacity``) and finds, by CP-SAT over the
+positions of the ops (every topological order), one whose fullest step holds the fewest
+bytes per core of that plan's L1 buffers and circular buffers. The layout is then solved
+again on that order (``solver/layout/__init__.py``); the better plan is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ortools.sat.python import cp_model
+
+from solver.deadline import limit_cpsat, now, run_cpsat
+from solver.layout import dram
+from solver.layout.cpsat import solve_model
+from solver.layout.plan import (
+    Assignment,
+    Residency,
+    derive_copies,
+    l1_timeline,
+    with_output_spills,
+)
+from solver.layout.problem import LayoutProblem
+
+if TYPE_CHECKING:
+    from solver.layout import Outcome, Policy, SolveOptions
+
+UNLIMITED = 1 << 40
+"""Bytes per core added to every step's room by ``without_capacity``: more than any L1."""
+
+
+def without_capacity(problem: LayoutProblem) -> LayoutProblem:
+    """``problem`` with room for everything at every step, for the ``cpsat`` model alone
+    (the baselines and the evaluator keep the device's L1): the plan it finds is the one
+    capacity holds back."""
+    return replace(problem, reserved_l1=dict.fromkeys(range(len(problem.order)), -UNLIMITED))
+
+
+def memory_order(problem: LayoutProblem, decided: Assignment, until: float,
+                 workers: int = 1) -> list[str] | None:
+    """A topological order of the ops under which ``decided``'s L1 buffers and circular
+    buffers need the fewest bytes per core at their fullest step (half the time), then,
+    with the fullest step at most that or the usable L1, are live for the fewest
+    byte-steps; None when CP-SAT finds none before ``until``. A home lives from its
+    producer to its last reader, a copy from its first reader to its last (spills of the
+    assignment other than graph outputs' are ignored: it is meant to be a plan without
+    them)."""
+    if until - now() <= 0.05:
+        return None
+    a = with_output_spills(problem, decided)
+    res = Residency(problem, a)
+    m = cp_model.CpModel()
+    n = len(problem.order)
+    pos = {op: m.new_int_var(0, n - 1, f"pos_{op}") for op in problem.order}
+    m.add_all_different(pos.values())
+    for op in problem.order:
+        for t in problem.ops[op].inputs:
+            producer = problem.tensors[t].producer
+            if producer is not None:
+                m.add(pos[producer] < pos[op])
+        m.add_hint(pos[op], res.step[op])
+    intervals, demands, area = [], [], []
+
+    def live(name: str, first: list[str], last: list[str], size: int) -> None:
+        start = _extreme(m, [pos[op] for op in first], n, f"start_{name}", low=True)
+        end = _extreme(m, [pos[op] for op in last], n, f"end_{name}", low=False)
+        steps = m.new_int_var(1, n, f"steps_{name}")
+        intervals.append(m.new_interval_var(start, steps, end + 1, f"live_{name}"))
+        demands.append(size)
+        area.append(size * steps)
+
+    for t, info in problem.tensors.items():
+        if info.producer is not None and res.home(t).is_l1:
+            readers = [op for op, _ in info.consumers] or [info.producer]
+            live(t, [info.producer], [info.producer, *readers],
+                 problem.bytes_per_core(t, res.home(t)))
+    for c in derive_copies(problem, a):
+        if c.dst.is_l1:
+            live(f"{c.tensor}@{c.dst.key}", c.consumers, c.consumers,
+                 problem.bytes_per_core(c.tensor, c.dst))
+    for op in problem.order:
+        intervals.append(m.new_fixed_size_interval_var(pos[op], 1, f"cb_{op}"))
+        demands.append(a.configs[op].cb_bytes_per_core)
+    peak = m.new_int_var(0, sum(demands), "peak")
+    m.add_cumulative(intervals, demands, peak)
+    m.minimize(peak)
+    solver = _solver(now() + (until - now()) / 2, workers)
+    if run_cpsat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    found = {op: solver.value(pos[op]) for op in problem.order}
+    # then, at that peak (or the usable L1, if higher), the fewest live byte-steps: the
+    # peak step alone does not say how long the rest of L1 stays taken
+    m.add(peak <= max(solver.value(peak), problem.usable_l1))
+    m.minimize(sum(area))
+    m.clear_hints()
+    for op, k in found.items():
+        m.add_hint(pos[op], k)
+    solver = _solver(until, workers)
+    if run_cpsat(solver, m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        found = {op: solver.value(pos[op]) for op in problem.order}
+    return sorted(problem.order, key=found.__getitem__)
+
+
+def _solver(until: float, workers: int) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    limit_cpsat(solver.parameters, until)
+    return solver
+
+
+def _extreme(m: cp_model.CpModel, values: list[cp_model.IntVar], n: int, name: str,
+             low: bool) -> cp_model.IntVar | cp_model.LinearExprT:
+    if len(values) == 1:
+        return values[0]
+    var = m.new_int_var(0, n - 1, name)
+    (m.add_min_equality if low else m.add_max_equality)(var, values)
+    return var
+
+
+ORDER_MAX_OPS = 100
+"""Graphs up to this many ops get the order search (its CP-SAT model has a position per op
+and a live interval per L1 buffer)."""
+UNLIMITED_SHARE, ORDER_SHARE, GIVEN_SHARE = 0.15, 0.2, 0.5
+"""Shares of the time left: the plan without capacity, then the order model, then (when
+the order found differs) the plan on the given order; the last solve gets the rest."""
+
+
+def search_order(problem: LayoutProblem, options: SolveOptions, policy: Policy) -> Outcome:
+    """``policy``'s outcome on the given order, and on ``memory_order`` of the plan the
+    model finds without capacity when that plan does not fit the given order as it is
+    and the order found differs: the cheaper of the two. Graphs larger than
+    ``ORDER_MAX_OPS`` keep their order. Each outcome's bound and status are for its own
+    schedule, as every layout plan's are."""
+    if len(problem.order) > ORDER_MAX_OPS:
+        return policy(problem, options)
+    unlimited = solve_model(without_capacity(problem), dram.assign(problem),
+                            _share(options, UNLIMITED_SHARE).ends, options.seed, options.workers)
+    if unlimited.assignment is None or _fits(problem, unlimited.assignment):
+        return policy(problem, options)
+    order = memory_order(problem, unlimited.assignment,
+                         _share(options, ORDER_SHARE).ends, options.workers)
+    if order is None or order == problem.order:
+        return policy(problem, options)
+    given = policy(problem, _share(options, GIVEN_SHARE))
+    other = policy(replace(problem, order=order), options)
+    return other if other.objective < given.objective - 1e-9 else given
+
+
+def _fits(problem: LayoutProblem, decided: Assignment) -> bool:
+    """The plan's L1 fits every step of its own order as it is (so L1 costs it nothing)."""
+    a = with_output_spills(problem, decided)
+    return max(l1_timeline(problem, a, derive_copies(problem, a)), default=0) <= \
+        problem.usable_l1
+
+
+def _share(options: SolveOptions, share: float) -> SolveOptions:
+    return replace(options, ends=now() + share * max(0.0, options.ends - now()))

@@ -1,0 +1,91 @@
+"""Op order as a decision (``solver/layout/order.py``): an order that makes room in L1 for
+the plan the layout wants, found by CP-SAT over every topological order."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.layout import parse_graph
+from solver.deadline import now
+from solver.layout import SOLVERS, SolveOptions, order, solve
+from solver.layout.cpsat import solve_model
+from solver.layout.dram import assign as all_in_dram
+from solver.layout.evaluate import evaluate
+from solver.layout.problem import analyze
+from tests.layout_fixtures import op, tensor, with_usable_l1
+
+# Two branches from x, each a wide elementwise op then a narrowing matmul, joined by an
+# add. The graph lists them interleaved (a1, b1, a2, b2): both wide intermediates are live
+# at once. With 40,000 usable L1 bytes per core one of them must then stay in DRAM; run
+# one branch to its narrow end before the other and both fit.
+BRANCHES = {
+    "format": "layoutsat-graph", "version": 1, "name": "branches",
+    "tensors": [tensor("x", [1, 512, 512], "input"), tensor("wa", [512, 64], "constant"),
+                tensor("wb", [512, 64], "constant"), tensor("a1", [1, 512, 512]),
+                tensor("b1", [1, 512, 512]), tensor("a2", [1, 512, 64]),
+                tensor("b2", [1, 512, 64]), tensor("c", [1, 512, 64])],
+    "ops": [op("a1", "gelu", ["x"], ["a1"]), op("b1", "relu", ["x"], ["b1"]),
+            op("a2", "matmul", ["a1", "wa"], ["a2"]), op("b2", "matmul", ["b1", "wb"], ["b2"]),
+            op("c", "add", ["a2", "b2"], ["c"])],
+    "outputs": ["c"],
+}
+TIGHT_L1 = 40_000
+
+
+def _is_topological(graph, schedule: list[str]) -> bool:
+    step = {name: k for k, name in enumerate(schedule)}
+    producer = {o.outputs[0]: o.name for o in graph.ops}
+    return all(step[producer[t]] < step[o.name] for o in graph.ops for t in o.inputs
+               if t in producer)
+
+
+def test_a_reorder_brings_back_into_l1_what_the_given_order_forces_out():
+    graph = parse_graph(BRANCHES)
+    device = with_usable_l1(graph, TIGHT_L1)
+    given = solve(graph, "cpsat", device, time_limit_s=10, workers=2)
+    searched = solve(graph, "cpsat", device, time_limit_s=10, workers=2, order="search")
+    assert given.schedule == ["a1", "b1", "a2", "b2", "c"]
+    assert {given.tensors["a1"].buffer, given.tensors["b1"].buffer} == {"l1", "dram"}
+    assert searched.schedule != given.schedule and _is_topological(graph, searched.schedule)
+    assert searched.tensors["a1"].buffer == searched.tensors["b1"].buffer == "l1"
+    assert searched.total_latency_us < given.total_latency_us - 1.0
+    problem = analyze(graph, device)
+    assert evaluate(problem, searched).valid
+    # the plan the model wants with unlimited L1 (an order-free cost): the reorder reaches it
+    unlimited = solve_model(order.without_capacity(problem), all_in_dram(problem), now() + 10,
+                            0, 2)
+    assert searched.total_latency_us == pytest.approx(unlimited.objective_us, abs=0.01)
+
+
+def test_the_order_model_shortens_what_the_plan_keeps_live():
+    graph = parse_graph(BRANCHES)
+    problem = analyze(graph, with_usable_l1(graph, TIGHT_L1))
+    wanted = solve_model(order.without_capacity(problem), all_in_dram(problem), now() + 10, 0, 2)
+    found = order.memory_order(problem, wanted.assignment, now() + 10, 2)
+    assert found is not None and _is_topological(graph, found)
+    # each wide intermediate is read right after it is made
+    assert found.index("a2") == found.index("a1") + 1
+    assert found.index("b2") == found.index("b1") + 1
+
+
+def test_the_given_order_is_kept_when_capacity_costs_nothing():
+    graph = parse_graph(BRANCHES)
+    roomy = solve(graph, "cpsat", "wormhole_n150", time_limit_s=10, workers=2, order="search")
+    assert roomy.schedule == ["a1", "b1", "a2", "b2", "c"] and roomy.status == "optimal"
+
+
+def test_graphs_beyond_the_order_model_keep_their_order(monkeypatch):
+    graph = parse_graph(BRANCHES)
+    device = with_usable_l1(graph, TIGHT_L1)
+    monkeypatch.setattr(order, "ORDER_MAX_OPS", 4)
+    plan = solve(graph, "cpsat", device, time_limit_s=10, workers=2, order="search")
+    assert plan.schedule == ["a1", "b1", "a2", "b2", "c"]
+
+
+def test_the_order_search_ends_by_the_deadline():
+    graph = parse_graph(BRANCHES)
+    problem = analyze(graph, with_usable_l1(graph, TIGHT_L1))
+    started = now()
+    outcome = SOLVERS["cpsat"](problem, SolveOptions(started + 0.5, 0, 1, "search"))
+    assert _is_topological(graph, outcome.assignment.schedule)
+    assert now() - started < 1.5
