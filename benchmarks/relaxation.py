@@ -28,7 +28,7 @@ from ortools.sat.python import cp_model  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import relaxation_table  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
-from solver.layout import BASELINE_POLICIES, cpsat, solve  # noqa: E402
+from solver.layout import BASELINE_POLICIES, cpsat, cpsat_model, solve  # noqa: E402
 from solver.layout.plan import build_plan  # noqa: E402
 from solver.layout.problem import analyze, resolve_device  # noqa: E402
 from solver.relaxation import relax  # noqa: E402
@@ -41,13 +41,13 @@ def plain_bound_us(problem, limit: float, workers: int) -> float:  # noqa: ANN00
     best baseline, without the relaxation."""
     start = min((assign(problem) for assign in BASELINE_POLICIES.values()),
                 key=lambda a: build_plan(problem, a, "b", 0.0).total_latency_us)
-    lm = cpsat.build(problem)
-    cpsat.hint(problem, lm, start)
+    lm = cpsat_model.build(problem)
+    cpsat_model.hint(problem, lm, start)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = limit
     solver.parameters.num_workers = workers
     solver.solve(lm.model)
-    return solver.best_objective_bound / cpsat.UNITS_PER_US
+    return solver.best_objective_bound / cpsat_model.UNITS_PER_US
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
         graph = parse_graph(json.loads(path.read_text()))
         for device in PRESETS:
             problem = analyze(graph, resolve_device(graph, device))
-            relaxed = relax(cpsat.build(problem).model, args.time_limit)
+            relaxed = relax(cpsat_model.build(problem).model, args.time_limit)
             plain = plain_bound_us(problem, args.time_limit, args.workers)
             clock = time.perf_counter()
             plan = solve(graph, "cpsat", device, time_limit_s=args.time_limit,
@@ -75,7 +75,7 @@ def main() -> None:
             rows.append({"graph": path.stem, "device": device,
                          "floor_us": cpsat.latency_floor_us(problem), "plain_bound_us": plain,
                          "glop_bound_us": None if relaxed is None
-                         else relaxed.objective / cpsat.UNITS_PER_US,
+                         else relaxed.objective / cpsat_model.UNITS_PER_US,
                          "cpsat_us": plan.total_latency_us, "status": plan.status,
                          "wall_s": time.perf_counter() - clock})
             print(json.dumps(rows[-1]), flush=True)

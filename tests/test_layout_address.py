@@ -5,12 +5,14 @@ buffers cannot be placed repaired (cpsat) or rejected (a baseline's plan)."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.layout import parse_graph
+from models.device import PRESETS
+from models.layout import LayoutPlan, parse_graph
 from solver.deadline import now
 from solver.layout import SOLVERS, SolveOptions, solve
 from solver.layout.address import Block, place, place_assignment
@@ -60,12 +62,27 @@ def test_offsets_are_placed_from_the_top_like_the_allocator():
     assert sorted(found.offsets.values()) == [6 * TILE, 7 * TILE]
 
 
-def test_the_exact_search_places_what_the_top_down_order_cannot():
-    # Four units of L1. Top-down, the big buffer takes units 1-3 and leaves the small one
-    # only unit 0, under the circular buffers of step 1; the other way round fits.
+def test_the_exact_search_places_what_the_greedy_orders_cannot():
+    # Five units of L1; step 1's circular buffers take units 0-1. The small buffer s
+    # (steps 0-1) must sit at unit 4: below it the big one b (step 0, three units) has no
+    # room, and at step 1 the middle one m (two units) needs units 2-3. Top-down puts b
+    # at the top, lowest-first puts s on top of b: both fail.
+    s_, m_ = Block("s", None, ALIGNMENT, 0, 1), Block("m", None, 2 * ALIGNMENT, 1, 1)
+    b_ = Block("b", None, 3 * ALIGNMENT, 0, 0)
+    found = place([b_, m_, s_], [0, 2 * ALIGNMENT], 5 * ALIGNMENT, now() + 5)
+    assert found.fits and found.method == "cp-sat"
+    assert found.offsets[("s", None)] == 4 * ALIGNMENT
+    assert found.offsets[("m", None)] == 2 * ALIGNMENT
+    assert _valid(found.offsets, [b_, m_, s_], [0, 2 * ALIGNMENT], 5 * ALIGNMENT)
+
+
+def test_lowest_first_places_what_top_down_cannot():
+    # Four units; step 1's circular buffers take unit 0. Top-down puts the big buffer on
+    # units 1-3 and leaves the small one only unit 0; lowest-first puts the big one at the
+    # bottom and the small one above it.
     small, big = Block("s", None, ALIGNMENT, 0, 1), Block("b", None, 3 * ALIGNMENT, 0, 0)
     found = place([small, big], [0, ALIGNMENT], 4 * ALIGNMENT, now() + 5)
-    assert found.fits and found.method == "cp-sat"
+    assert found.fits and found.method == "bottom-up"
     assert found.offsets == {("s", None): 3 * ALIGNMENT, ("b", None): 0}
 
 
@@ -153,6 +170,9 @@ def test_cpsat_repairs_a_plan_that_fits_by_sum_but_not_by_address():
     assert by_address.total_latency_us > by_sum.total_latency_us
     assert by_address.stats.best_bound == pytest.approx(by_sum.total_latency_us)
     assert by_address.status == "feasible"
+    # repaired by the model, not the fallback to a baseline plan
+    fallback = min(solve(graph, name, device).total_latency_us for name in ("dram", "dfsharding"))
+    assert by_address.total_latency_us < fallback - 0.5
 
 
 def test_a_baseline_plan_that_cannot_be_placed_is_rejected_and_cpsat_places_one():
@@ -168,4 +188,29 @@ def test_a_baseline_plan_that_cannot_be_placed_is_rejected_and_cpsat_places_one(
     assert kinds and kinds <= {"address.range", "address.cb_clash", "address.overlap"}
     placed = solve(graph, "cpsat", device, time_limit_s=10, workers=2)
     assert placed.status in ("optimal", "feasible") and placed.violations == []
-    assert placed.total_latency_us <= solve(graph, "dram", device).total_latency_us
+    assert placed.total_latency_us < solve(graph, "dram", device).total_latency_us
+    assert placed.total_latency_us <= solve(graph, "greedy", device,
+                                            capacity="sum").total_latency_us + 1e-6
+
+
+def test_copies_carry_their_own_offsets_and_the_evaluator_checks_them():
+    graph = parse_graph(load(ROOT / "benchmarks" / "layout" / "resnet50-bottleneck.json"))
+    problem = analyze(graph, PRESETS["wormhole_n150"])
+    plan = solve(graph, "greedy", "wormhole_n150")
+    copies = [c for c in plan.reshards if c.to.startswith("l1")]
+    assert copies and all(c.l1_offset is not None for c in copies)
+    data = plan.model_dump(by_alias=True)
+    data["reshards"][plan.reshards.index(copies[0])]["l1_offset"] += ALIGNMENT // 2
+    verdict = evaluate(problem, LayoutPlan.model_validate(data))
+    where = f"copy of {copies[0].tensor} to {copies[0].to}"
+    assert ("address.alignment", where) in {(v.kind, v.where) for v in verdict.violations}
+
+
+@pytest.mark.parametrize("mode", [{"capacity": "address"}, {"order": "search"}])
+def test_a_solve_with_placement_or_order_search_ends_within_its_limit(mode):
+    graph = parse_graph(PLANTED)
+    device = with_usable_l1(graph, PLANTED_L1)
+    started = time.monotonic()
+    plan = solve(graph, "cpsat", device, time_limit_s=1.0, workers=2, **mode)
+    assert time.monotonic() - started < 1.4
+    assert plan.status != "invalid"

@@ -6,10 +6,10 @@ import pytest
 
 from models.device import PRESETS
 from models.layout import LayoutPlan, parse_graph
-from solver.layout import BASELINES, solve
+from solver.layout import BASELINE_POLICIES, BASELINES, solve
 from solver.layout.dfsharding import ShardSolver, build_chains, dfs_schedule
 from solver.layout.evaluate import evaluate
-from solver.layout.plan import plan_summary
+from solver.layout.plan import build_plan, plan_summary, total_us
 from solver.layout.problem import analyze
 from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, load, op, tensor, tiny
 
@@ -128,3 +128,13 @@ def test_baselines_never_use_the_dram_sharded_matmul_tt_mlir_lacks():
         assert not dram_sharded(solve(graph, baseline, "wormhole_n150"))
     best = solve(graph, "cpsat", "wormhole_n150")
     assert best.status == "optimal" and dram_sharded(best)
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_pricing_without_the_plan_document_matches_the_plan(graph):
+    """``total_us`` (what the solvers compare candidates by) is the plan's total exactly."""
+    for device in PRESET_PAIR:
+        problem = analyze(GRAPHS[graph], PRESETS[device])
+        for name, assign in BASELINE_POLICIES.items():
+            a = assign(problem)
+            assert total_us(problem, a) == build_plan(problem, a, name, 0.0).total_latency_us

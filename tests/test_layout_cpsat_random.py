@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 
 from models.errors import InputValidationError
 from models.layout import parse_graph
-from solver.layout import BASELINES, cpsat, solve
+from solver.layout import BASELINES, cpsat_model, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.plan import Assignment, build_plan
 from solver.layout.problem import analyze
@@ -78,7 +78,7 @@ def test_random_tiny_graphs_optimum_equals_exhaustive_search(doc, max_configs, u
 
 def model_price_us(problem, a: Assignment) -> float | None:
     """The model's cheapest objective with ``a``'s decisions fixed (None: it excludes them)."""
-    lm = cpsat.build(problem)
+    lm = cpsat_model.build(problem)
     for (name, j), var in lm.x.items():
         lm.model.add(var == int(problem.ops[name].candidates[j] is a.configs[name]))
     for (name, i, cfg), var in lm.r.items():
@@ -90,7 +90,7 @@ def model_price_us(problem, a: Assignment) -> float | None:
     solver.parameters.max_time_in_seconds = 20
     if solver.solve(lm.model) != cp_model.OPTIMAL:
         return None
-    return solver.objective_value / cpsat.UNITS_PER_US
+    return solver.objective_value / cpsat_model.UNITS_PER_US
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

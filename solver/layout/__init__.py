@@ -22,7 +22,7 @@ from solver.layout.evaluate import evaluate
 from solver.layout.explain import explain as explain_plan
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.order import search_order
-from solver.layout.plan import Assignment, build_plan
+from solver.layout.plan import Assignment, build_plan, total_us
 from solver.layout.problem import LayoutProblem, analyze, resolve_device
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -67,16 +67,16 @@ QUICK_BASELINES = {name: BASELINE_POLICIES[name] for name in ("dram", "dfshardin
 
 
 def _global(problem: LayoutProblem, options: SolveOptions) -> Outcome:
-    """The CP-SAT model (``cpsat.py``) hinted with the best baseline, the better of the two
-    plans kept; graphs beyond one model get the segment search (``lns.py``) from the best
-    baseline. The answer is never worse than a baseline (``greedy`` counts when its walk
-    ends before the deadline: always on graphs of up to 32 ops), and every plan kept
-    passed the evaluator."""
-    priced = [(build_plan(problem, a, name, 0.0).total_latency_us, a)
-              for name, a in ((n, assign(problem)) for n, assign in QUICK_BASELINES.items())]
+    """The CP-SAT model (``cpsat_model.py``, searched by ``cpsat.py``) hinted with the best
+    baseline, the better of the two plans kept; graphs beyond one model get the segment
+    search (``lns.py``) from the best baseline. The answer is never worse than a baseline
+    (``greedy`` counts when its walk ends before the deadline: always on graphs of up to 32
+    ops), and every plan kept passed the evaluator."""
+    priced = [(total_us(problem, a), a)
+              for a in (assign(problem) for assign in QUICK_BASELINES.values())]
     try:  # the slowest baseline (3 s on a 5,000-op chain) stops at the deadline
         found = greedy.assign(problem, options.ends)
-        priced.append((build_plan(problem, found, "greedy", 0.0).total_latency_us, found))
+        priced.append((total_us(problem, found), found))
     except greedy.TimeUp:
         pass
     best_total, best = min(priced, key=lambda p: p[0])
@@ -132,9 +132,10 @@ SOLVERS: dict[str, Policy] = {
 
 REPAIRS = 8
 """Most re-solves with room reserved where a plan's L1 buffers could not be placed."""
-PLACE_S, PLACE_S_PER_OP = 0.25, 2e-4
+PLACE_S, PLACE_S_PER_OP = 0.15, 2e-4
 """Time kept after the search for placing the buffers (``address.py``: the top-down order
-takes 0.02 s for 850 buffers; CP-SAT placed ResNet-50's 89 at batch 8 in 0.01 s)."""
+takes 0.02 s for 850 buffers, CP-SAT placed 108 in 0.01 s; it is started with at least
+0.1 s)."""
 
 
 def place_reserve_s(ops: int) -> float:
@@ -144,42 +145,52 @@ def place_reserve_s(ops: int) -> float:
 def _addressed(problem: LayoutProblem, outcome: Outcome, solver: str,
                options: SolveOptions, until: float) -> tuple[Outcome, Placement]:
     """``outcome`` with L1 offsets for its plan (``address.py``). A ``cpsat`` plan that
-    fits by sum but not by address is solved again with room reserved at the steps that
-    overflowed (the bytes missing there, and at least enough that the plan's own load no
-    longer fits, so each round cuts it off), while time is left; failing that, the
-    cheapest baseline plan that places is kept (``dram`` always does). The sum model is a
-    relaxation of the address one, so its bound still holds, and an optimum that places
-    is optimal. A baseline's plan is kept as it is: the evaluator rejects it if it does
-    not place. Placements run until ``until``, re-solves until the search's deadline."""
+    fits by sum but not by address is solved again by the model alone, on its schedule,
+    with room reserved at the steps that overflowed (the bytes missing there, and at least
+    enough that the plan's own load no longer fits, so each round cuts it off), while the
+    search's deadline allows; failing that, the cheaper of the ``dram`` and ``dfsharding``
+    plans that places is kept (``dram`` always does). The sum model is a relaxation of the
+    address one, so its bound still holds for plans on its schedule, and an optimum that
+    places is optimal. A baseline's plan is kept as it is: the evaluator rejects it if it
+    does not place. Placements run until ``until``."""
     placement = place_assignment(problem, outcome.assignment, until, options.workers)
     if placement.fits or solver != "cpsat":
         return outcome, placement
     bound, reserved = outcome.best_bound, dict(problem.reserved_l1)
+    schedule = list(outcome.assignment.schedule)
+    room = problem.usable_l1
     for _ in range(REPAIRS):
-        if now() >= options.ends:
+        over = [k for k, height in enumerate(placement.height) if height > room]
+        if not over or now() >= options.ends:
             break
-        room = problem.usable_l1
-        for k, (height, load) in enumerate(zip(placement.height, placement.load, strict=True)):
-            if height > room:
-                reserved[k] = max(reserved.get(k, 0) + height - room, room - load + 1)
-        found = _global(replace(problem, order=list(outcome.assignment.schedule),
-                                reserved_l1=dict(reserved)), options)
-        placement = place_assignment(problem, found.assignment, until, options.workers)
+        for k in over:
+            reserved[k] = max(reserved.get(k, 0) + placement.height[k] - room,
+                              room - placement.load[k] + 1)
+        tight = replace(problem, order=schedule, reserved_l1=dict(reserved))
+        # started from the all-DRAM plan, which every reservation admits (the model
+        # returns its start when it finds nothing better, and the last plan no longer fits)
+        found = cpsat.solve_model(tight, dram.assign(tight), options.ends, options.seed,
+                                  options.workers)
+        if found.assignment is None:
+            break
+        last = found.assignment
+        placement = place_assignment(problem, last, until, options.workers)
         if placement.fits:
-            total = build_plan(problem, found.assignment, solver, 0.0).total_latency_us
-            return _rebound(found.assignment, total, bound), placement
-    priced = sorted((build_plan(problem, a, name, 0.0).total_latency_us, name, a)
+            return _rebound(last, total_us(problem, last), bound), placement
+    priced = sorted((total_us(problem, a), name, a)
                     for name, a in ((n, assign(problem)) for n, assign in
                                     QUICK_BASELINES.items()))
     for total, _name, a in priced:
         placement = place_assignment(problem, a, until, options.workers)
         if placement.fits:
-            return _rebound(a, total, bound), placement
+            same_order = a.schedule == schedule
+            return _rebound(a, total, bound if same_order else None), placement
     raise AssertionError("unreachable: the dram baseline holds no L1 buffer")
 
 
 def _rebound(assignment: Assignment, total: float, bound: float | None) -> Outcome:
-    """A repaired plan against the first model's bound (a tightened model's is not one)."""
+    """A repaired plan against the first model's bound (a tightened model's is not one;
+    None for a plan on another schedule than the model's)."""
     gap = _gap(total, bound)
     status = "optimal" if gap is not None and gap <= 1e-9 else "feasible"
     return Outcome(assignment, status, total, bound, gap)

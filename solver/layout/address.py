@@ -34,6 +34,9 @@ from solver.layout.plan import (
 )
 from solver.layout.problem import LayoutProblem
 
+MIN_CPSAT_S = 0.1
+"""Least time a CP-SAT placement is started with (``limit_cpsat`` gives no less)."""
+
 
 @dataclass(frozen=True)
 class Block:
@@ -82,7 +85,8 @@ class Placement:
     """Bytes per core in L1 at each step, as the sum model counts them (aligned)."""
     fits: bool
     method: str
-    """What found the offsets: ``top-down``, ``largest-area``, ``cp-sat``, or ``none``."""
+    """What found the offsets: ``top-down``, ``largest-area``, ``bottom-up``, ``cp-sat``,
+    or ``none``."""
 
 
 def place_assignment(problem: LayoutProblem, decided: Assignment, until: float,
@@ -96,25 +100,28 @@ def place_assignment(problem: LayoutProblem, decided: Assignment, until: float,
 def place(found: list[Block], bottom: list[int], capacity: int, until: float,
           workers: int = 1) -> Placement:
     """Offsets for ``found`` within ``capacity`` bytes per core above the circular buffers
-    ``bottom`` of each step; CP-SAT (until ``until``) when neither greedy order fits."""
+    ``bottom`` of each step: two top-down greedy orders, the lowest-first one, then CP-SAT
+    (until ``until``)."""
     capacity -= capacity % ALIGNMENT
     for method, order in (("top-down", _by_start), ("largest-area", _by_size)):
         offsets = _greedy(sorted(found, key=order), bottom, capacity)
         if offsets is not None:
             return _placement(offsets, bottom, method)
+    loose = _greedy(sorted(found, key=_by_start), bottom, None)
+    assert loose is not None  # without a ceiling every block finds room
+    if max(_placement(loose, bottom, "bottom-up").height, default=0) <= capacity:
+        return _placement(loose, bottom, "bottom-up")
     offsets = _exact(found, bottom, capacity, until, workers)
     if offsets is not None:
         return _placement(offsets, bottom, "cp-sat")
-    loose = _greedy(sorted(found, key=_by_start), bottom, None)
-    assert loose is not None  # without a ceiling every block finds room
     return _placement(loose, bottom, "none")
 
 
-def _by_start(b: Block) -> tuple:
+def _by_start(b: Block) -> tuple[int, int, int, str, str]:
     return b.first, -b.size, -b.last, b.tensor, b.dst or ""
 
 
-def _by_size(b: Block) -> tuple:
+def _by_size(b: Block) -> tuple[int, int, str, str]:
     return -b.size * (b.last - b.first + 1), b.first, b.tensor, b.dst or ""
 
 
@@ -152,7 +159,7 @@ def _exact(found: list[Block], bottom: list[int], capacity: int, until: float,
            workers: int) -> dict[Block, int] | None:
     """CP-SAT over offsets in units of the alignment: a rectangle per block (its steps x
     its bytes), no two overlapping; None when it proves there is none or runs out of time."""
-    if until - now() <= 0.05:
+    if until - now() < MIN_CPSAT_S:
         return None
     m = cp_model.CpModel()
     steps, rows, at = [], [], {}

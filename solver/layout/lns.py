@@ -1,7 +1,7 @@
 """Large-neighbourhood search over the layout model, for graphs too big for one model.
 
 Each round cuts a segment of consecutive steps out of the schedule and solves the CP-SAT
-model (``cpsat.build``) of that segment alone, everything around it held at the incumbent:
+model (``cpsat_model.build``) of that segment alone, everything around it held at the incumbent:
 
 * tensors made before the segment enter with the home they have there (an L1 home still
   resident, or DRAM when it was spilled or is a graph input);
@@ -35,6 +35,7 @@ from solver.layout.plan import (
     build_plan,
     derive_copies,
     home_residency,
+    total_us,
     with_output_spills,
 )
 from solver.layout.problem import LayoutProblem, TensorInfo
@@ -119,9 +120,8 @@ def _fixed(incumbent: Assignment, op: str):
 def _passing_through(problem: LayoutProblem, res: Residency, copies, lo: int, hi: int,
                      touched: set[str]) -> dict[int, int]:
     """L1 bytes per core at each of the segment's steps held by what the segment does not
-    model: homes of untouched tensors, and copies made before it (kept conservatively),
-    on top of what the whole problem reserves there (a repair by address, ``_addressed``)."""
-    reserved = {k - lo: problem.reserved_l1.get(k, 0) for k in range(lo, hi)}
+    model: homes of untouched tensors, and copies made before it (kept conservatively)."""
+    reserved = dict.fromkeys(range(hi - lo), 0)
     for t, (first, last) in home_residency(problem, res.a, copies).items():
         if t not in touched:
             for k in range(max(first, lo), min(last, hi - 1) + 1):
@@ -201,7 +201,7 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
     to the window's twins; until a cycle of sizes gains nothing, a pass skips the twins of
     windows already settled in it, then passes visit every window."""
     incumbent = start
-    best = build_plan(problem, start, "lns", 0.0).total_latency_us
+    best = total_us(problem, start)
     twins = Twins(problem)
     rounds = improved = 0
     passes_without_gain = 0

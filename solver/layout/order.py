@@ -149,7 +149,10 @@ def search_order(problem: LayoutProblem, options: SolveOptions, policy: Policy) 
         return policy(problem, options)
     given = policy(problem, _share(options, GIVEN_SHARE))
     other = policy(replace(problem, order=order), options)
-    return other if other.objective < given.objective - 1e-9 else given
+    unpriced = float("inf")
+    better = (other.objective if other.objective is not None else unpriced) < (
+        given.objective if given.objective is not None else unpriced) - 1e-9
+    return other if better else given
 
 
 def _fits(problem: LayoutProblem, decided: Assignment) -> bool:

@@ -189,8 +189,7 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
     spills = [Spill(tensor=t, step=k, latency_us=problem.spill_us(t, res.home(t)))
               for t, k in sorted(a.spills.items(), key=lambda kv: (kv[1], kv[0]))]
     timeline = l1_timeline(problem, a, copies)
-    total = (sum(o.latency_us for o in ops.values()) + sum(s.latency_us for s in spills)
-             + sum(c.latency_us for cs in copy_entries.values() for c in cs))
+    total = _total(problem, a, res, copies)
     return LayoutPlan(
         status=status, solver=solver, graph=problem.graph.name, device=device,
         schedule=list(a.schedule), tensors=tensors, ops=ops, reshards=copy_entries[False],
@@ -201,6 +200,25 @@ def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,
         l1_allocation="sum" if offsets is None else "address", total_latency_us=total,
         stats=PlanStats(wall_time_s=wall_time_s, objective=objective, best_bound=best_bound,
                         gap=gap))
+
+
+def total_us(problem: LayoutProblem, decided: Assignment) -> float:
+    """The total ``build_plan`` reports for an assignment, without building the plan
+    document (what the solvers compare candidates by)."""
+    a = with_output_spills(problem, decided)
+    return _total(problem, a, Residency(problem, a), derive_copies(problem, a))
+
+
+def _total(problem: LayoutProblem, a: Assignment, res: Residency,
+           copies: list[DerivedCopy]) -> float:
+    """Ops, then spills (by step), then reshards, then reloads: the plan's own order, so
+    ``total_us`` and ``build_plan`` agree to the last bit."""
+    ops = sum(a.configs[op].latency_us(a.reads[op]) for op in a.schedule)
+    spills = sum(problem.spill_us(t, res.home(t))
+                 for t, _ in sorted(a.spills.items(), key=lambda kv: (kv[1], kv[0])))
+    moved = sum(problem.copy_us(c.tensor, c.src, c.dst)
+                for reload in (False, True) for c in copies if c.reload == reload)
+    return ops + spills + moved
 
 
 def plan_summary(graph: LayoutGraph, plan: LayoutPlan) -> dict[str, object]:
