@@ -5,8 +5,9 @@ tensors left in DRAM) depends on it: two branches run interleaved keep both bran
 intermediates alive at once. ``memory_order`` takes an assignment (the plan the model
 chooses when L1 is unlimited, ``without_capacity``) and finds, by CP-SAT over the
 positions of the ops (every topological order), one whose fullest step holds the fewest
-bytes per core of that plan's L1 buffers and circular buffers. The layout is then solved
-again on that order (``solver/layout/__init__.py``); the better plan is kept.
+bytes per core of that plan's L1 buffers and circular buffers, then among those one whose
+buffers are live for the fewest byte-steps. ``search_order`` solves the layout on that
+order too and keeps the better plan.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from solver.layout.problem import LayoutProblem
 if TYPE_CHECKING:
     from solver.layout import Outcome, Policy, SolveOptions
 
+MIN_ORDER_S = 0.2
+"""Least time the order model is started with: two CP-SAT solves of at least 0.1 s."""
 UNLIMITED = 1 << 40
 """Bytes per core added to every step's room by ``without_capacity``: more than any L1."""
 
@@ -51,7 +54,7 @@ def memory_order(problem: LayoutProblem, decided: Assignment, until: float,
     producer to its last reader, a copy from its first reader to its last (spills of the
     assignment other than graph outputs' are ignored: it is meant to be a plan without
     them)."""
-    if until - now() <= 0.05:
+    if until - now() < MIN_ORDER_S:
         return None
     a = with_output_spills(problem, decided)
     res = Residency(problem, a)
