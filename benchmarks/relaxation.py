@@ -1,5 +1,5 @@
 """How tight the layout model's bounds are: the per-op floor, CP-SAT's own bound on the
-model after a plain search, the LP relaxation solved with GLOP (``solver/relaxation.py``)
+model after a plain search, the LP relaxation solved with CLP (``solver/relaxation.py``)
 and the optimum ``cpsat`` proves, on every example graph and preset.
 
     .venv/bin/python benchmarks/relaxation.py [--time-limit 10] [--workers 2]
@@ -74,7 +74,7 @@ def main() -> None:
                          workers=args.workers)
             rows.append({"graph": path.stem, "device": device,
                          "floor_us": cpsat.latency_floor_us(problem), "plain_bound_us": plain,
-                         "glop_bound_us": None if relaxed is None
+                         "lp_bound_us": None if relaxed is None
                          else relaxed.objective / cpsat_model.UNITS_PER_US,
                          "cpsat_us": plan.total_latency_us, "status": plan.status,
                          "wall_s": time.perf_counter() - clock})

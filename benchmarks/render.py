@@ -67,12 +67,12 @@ def layout_table(rows: list[Row]) -> str:
 
 def relaxation_table(rows: list[Row]) -> str:
     """One line per (graph, preset) of ``benchmarks/relaxation.py``."""
-    lines = ["| graph | device | per-op floor | CP-SAT bound (plain search) | GLOP bound | "
+    lines = ["| graph | device | per-op floor | CP-SAT bound (plain search) | LP bound (CLP) | "
              "cpsat | status | cpsat wall_s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        glop = "-" if r["glop_bound_us"] is None else f"{r['glop_bound_us']:.2f}"
+        lp = "-" if r["lp_bound_us"] is None else f"{r['lp_bound_us']:.2f}"
         lines.append(f"| {r['graph']} | {r['device']} | {r['floor_us']:.2f} | "
-                     f"{r['plain_bound_us']:.2f} | {glop} | {r['cpsat_us']:.2f} | "
+                     f"{r['plain_bound_us']:.2f} | {lp} | {r['cpsat_us']:.2f} | "
                      f"{r['status']} | {r['wall_s']:.2f} |")
     return "\n".join(lines)
 
@@ -88,17 +88,44 @@ def segments_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def scale_table(rows: list[Row]) -> str:
-    """The 2,000-op scale run: one line per (device, time limit)."""
-    lines = ["| device | time limit | dram | dfsharding | greedy (best baseline) | cpsat | "
-             "best baseline / cpsat | process wall | peak memory |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def proofs_table(rows: list[Row]) -> str:
+    """``benchmarks/proofs.py``: per (graph, preset) cpsat before and after a change."""
+    labels = [label for label in ("before", "after") if rows and label in rows[0]]
+    head = ["graph", "ops", "device"]
+    for label in labels:
+        head += [f"{label}: total", "bound", "gap", "wall", "peak RSS"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        best = min(r["dram"], r["dfsharding"], r["greedy"])
-        lines.append(f"| {r['device']} | {r['time_limit_s']:g} s | {r['dram']:,.2f} | "
-                     f"{r['dfsharding']:,.2f} | {r['greedy']:,.2f} | {r['cpsat']:,.2f} | "
-                     f"{best / r['cpsat']:.3f} | {r['process_wall_s']:.1f} s | "
-                     f"{r['peak_mb']:.0f} MB |")
+        ops = next(r[label]["ops"] for label in labels if "ops" in r[label])
+        cells = [r["graph"], str(ops), r["device"]]
+        for label in labels:
+            run = r[label]
+            if "error" in run:
+                cells += [run["error"], "", "", "", ""]
+                continue
+            cells += [f"{run['total_us']:,.1f}", f"{run['bound_us']:,.1f}",
+                      _percent(run["gap"], 2), f"{run['wall_s']:.1f} s",
+                      f"{run['peak_mb']:,.0f} MB"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def gap_split_table(rows: list[Row]) -> str:
+    """``benchmarks/gap_split.py``: each gap split into the cuts' share and the rest."""
+    lines = ["| graph | device | ops | limit | found | bound reported | whole-graph LP | "
+             "gap | of it: cuts | of it: search + integrality | whole LP time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    def share(value: float | None) -> str:
+        # bounds count whole nanoseconds per term, so one can sit a few ns above a total
+        return _percent(None if value is None else max(0.0, value), 2)
+
+    for r in rows:
+        whole = "-" if r["whole_lp_us"] is None else f"{r['whole_lp_us']:,.1f}"
+        took = "-" if r["whole_lp_us"] is None else f"{r['whole_s']:.1f} s"
+        lines.append(f"| {r['graph']} | {r['device']} | {r['ops']} | {r['time_limit_s']:g} s | "
+                     f"{r['found_us']:,.1f} | {r['parts_us']:,.1f} | {whole} | "
+                     f"{share(r['gap'])} | {share(r['cuts_share'])} | "
+                     f"{share(r['rest_share'])} | {took} |")
     return "\n".join(lines)
 
 
@@ -369,13 +396,15 @@ TABLES = {
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
-    "scale": Table("scale.json", lambda d: scale_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
     "load": Table("load.json", load_table),
     "iopddl": Table("iopddl.json", lambda d: iopddl_table(d["rows"])),
     "calibration": Table("calibration.json", lambda d: calibration_table(d["summary"])),
     "address": Table("address.json", lambda d: address_table(d["rows"])),
     "order": Table("order.json", lambda d: order_table(d["rows"])),
+    "proofs-10s": Table("proofs-10s.json", lambda d: proofs_table(d["rows"])),
+    "proofs-60s": Table("proofs-60s.json", lambda d: proofs_table(d["rows"])),
+    "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
 }
 
 

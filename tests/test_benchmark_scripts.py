@@ -40,6 +40,10 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("fusion_suite.py", ["--modes", "per_tile"], "invalid choice: 'per_tile'"),
     ("fusion_suite.py", ["--only", "gen-nosuch"], "no problem of the suite matches --only"),
     ("fusion_generate.py", ["--count", "0"], "--count must be at least 1"),
+    ("proofs.py", ["--time-limit", "0"], "--time-limit must be positive"),
+    ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
+    ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
+    ("gap_split.py", ["no/such.json"], "no results file at no/such.json"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,

@@ -57,6 +57,39 @@ def test_a_reorder_brings_back_into_l1_what_the_given_order_forces_out():
     assert searched.total_latency_us == pytest.approx(unlimited.objective_us, abs=0.01)
 
 
+# ``ta`` is read by b and b2 right after it is made and once more by c; the graph lists an
+# unrelated chain of two ops on a tensor four times as large (y -> h1 -> h2) before c. On
+# 150,000 usable L1 bytes per core the chain's two tensors leave no room for ``ta``: the
+# best plan on the given order keeps ``ta`` in L1 for b and b2 and spills it before the
+# chain (cheaper than making it in DRAM); run c before the chain and ``ta`` is dead by then.
+SPILLED = {
+    "format": "layoutsat-graph", "version": 1, "name": "spilled",
+    "tensors": [tensor(n, [1, 1024, 1024], "input" if n == "x" else "activation")
+                for n in ("x", "ta", "tb", "tb2", "tc")]
+    + [tensor(n, [1, 4096, 1024], "input" if n == "y" else "activation")
+       for n in ("y", "th1", "th2")],
+    "ops": [op("a", "gelu", ["x"], ["ta"]), op("b", "relu", ["ta"], ["tb"]),
+            op("b2", "mul", ["ta", "tb"], ["tb2"]), op("h1", "exp", ["y"], ["th1"]),
+            op("h2", "relu", ["th1"], ["th2"]), op("c", "add", ["ta", "tb2"], ["tc"])],
+    "outputs": ["tc", "th2"],
+}
+
+
+def test_a_reorder_removes_the_spill_the_given_order_forces():
+    graph = parse_graph(SPILLED)
+    device = with_usable_l1(graph, 150_000)
+    given = solve(graph, "cpsat", device, time_limit_s=20, workers=2)
+    searched = solve(graph, "cpsat", device, time_limit_s=20, workers=2, order="search")
+    assert given.status == searched.status == "optimal"
+    assert given.schedule == ["a", "b", "b2", "h1", "h2", "c"]
+    assert [(s.tensor, s.step) for s in given.spills] == [("ta", 2)]
+    assert searched.schedule.index("c") < searched.schedule.index("h1")
+    assert _is_topological(graph, searched.schedule) and not searched.spills
+    assert searched.tensors["ta"].buffer == "l1"
+    assert searched.total_latency_us < given.total_latency_us - 10.0
+    assert evaluate(analyze(graph, device), searched).valid
+
+
 def test_the_order_model_shortens_what_the_plan_keeps_live():
     graph = parse_graph(BRANCHES)
     problem = analyze(graph, with_usable_l1(graph, TIGHT_L1))

@@ -23,11 +23,12 @@ from models.fusion import parse_problem
 from solver import workers
 from solver.deadline import Deadline
 from solver.fusion.solvers import solve as solve_fusion
+from tests.layout_fixtures import SLOW_GRAPH
 
 ROOT = Path(__file__).resolve().parents[1]
 FUSION = json.loads((ROOT / "app/examples/fusion-example.json").read_text())
 LAYOUT = json.loads((ROOT / "app/examples/layout-mlp-small.json").read_text())
-SLOW_LAYOUT = json.loads((ROOT / "benchmarks/layout/llama-decoder-layer.json").read_text())
+SLOW_LAYOUT = json.loads(SLOW_GRAPH.read_text())
 
 
 def make(tmp_path: Path, **overrides) -> TestClient:

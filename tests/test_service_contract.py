@@ -18,6 +18,7 @@ from app.jobs.pool import SolveFailed
 from app.main import create_app
 from app.settings import Settings
 from solver.deadline import Deadline
+from tests.layout_fixtures import SLOW_GRAPH
 from tests.pool_breakers import raise_unpicklable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,7 +242,7 @@ def test_every_route_that_parses_a_problem_has_the_op_limit(tmp_path):
 
 
 def test_a_synchronous_compare_is_bounded_by_its_budget(tmp_path):
-    slow = json.loads((ROOT / "benchmarks/layout/llama-decoder-layer.json").read_text())
+    slow = json.loads(SLOW_GRAPH.read_text())
     with make(tmp_path, sync_compare_budget_s=1.0, compare_jobs=1) as client:
         started = time.monotonic()
         answer = client.post("/v1/compare", json={

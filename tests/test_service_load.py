@@ -11,11 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.layout_fixtures import SLOW_GRAPH
 from tests.live_server import Server
 from tests.load_client import FUSION, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOW_LAYOUT = json.loads((ROOT / "benchmarks/layout/llama-decoder-layer.json").read_text())
+SLOW_LAYOUT = json.loads(SLOW_GRAPH.read_text())
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The ``cpsat`` layout solver's search over its CP-SAT model (``cpsat_model.py``).
 
-``_solve`` builds the model, solves its LP relaxation with GLOP for a bound, reduced-cost
+``_solve`` builds the model, solves its LP relaxation (CLP) for a bound, reduced-cost
 fixing and (whole problems) a rounded plan, and then lets CP-SAT search what is left.
 
 The best baseline is the hint; when its plan (which may spill, outside this model) is
@@ -34,9 +34,9 @@ from solver.relaxation import Relaxation, relax
 
 MAX_MODEL_OPS = 60
 """Largest graph solved as one model. Up to here the model proves or improves within the
-default 10 s; beyond it (ResNet-50, 89 ops, 134,000 variables, 1.3 s to build) it found
-nothing in 10 s where the segment search (``lns.py``) gains 0.6-7.3% on ResNet-50 and
-MobileNetV2 (BENCHMARKS.md, imported models)."""
+default 10 s; beyond it (ResNet-50, 89 ops, over 100,000 variables, 1-3 s to build) it found
+nothing in 10 s where the bound by parts (``bound.py``), its rounding and the segment
+search (``lns.py``) end within 1% of their bound (BENCHMARKS.md, gaps at scale)."""
 
 
 @dataclass
@@ -136,7 +136,7 @@ def _solve(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
     """Build, hint and search the model of a whole problem (``_search_whole``) or of an
     LNS segment (``_search_segment``).
 
-    Both first solve the model's LP relaxation with GLOP (``solver/relaxation.py``):
+    Both first solve the model's LP relaxation with CLP (``solver/relaxation.py``):
     CP-SAT keeps two-literal rows out of its own LP, and on this model they carry most of
     the relaxation. Its reduced costs fix every 0/1 variable that no solution cheaper than
     the incumbent can move, and CP-SAT searches what is left."""
@@ -256,8 +256,9 @@ def _after_fixing(problem: LayoutProblem, lm: LayoutModel, solver: cp_model.CpSo
                        best.total_us if proven else bound), best
 
 
-def latency_floor_us(problem: LayoutProblem) -> float:
-    """A valid lower bound on any plan's total: every op at its cheapest candidate with its
-    cheapest reads, and no copies or spills."""
-    return sum(min(least_us(c) for c in problem.ops[op].candidates) for op in problem.order)
+def latency_floor_us(problem: LayoutProblem, lo: int = 0, hi: int | None = None) -> float:
+    """A valid lower bound on any plan's total (or on its ops at steps ``lo .. hi - 1``):
+    every op at its cheapest candidate with its cheapest reads, and no copies or spills."""
+    return sum(min(least_us(c) for c in problem.ops[op].candidates)
+               for op in problem.order[lo:hi])
 

@@ -23,7 +23,9 @@ is the one ``build_plan`` charges for those decisions):
   nanoseconds.
 
 Redundant rows (unconditional latency bounds, a read is direct or paid for, residency at
-each read) make the LP relaxation tight. The search is in ``cpsat.py``.
+each read) make the LP relaxation tight. The search is in ``cpsat.py``. A part of the bound
+of a large graph (``bound.py``) marks tensors *loose*: their reads are priced by the
+reading op alone, with none of the terms above.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ def build(problem: LayoutProblem) -> LayoutModel:
     b = _Build(problem, m, step, by_operand, cost)
     for name, t in problem.tensors.items():
         readers = [(op, i) for op, i in t.consumers]
-        if not readers and t.producer is None:
+        if (not readers and t.producer is None) or name in problem.loose:
             continue
         _tensor_terms(b, name, home[name], readers)
     _capacity(b, x)
@@ -366,16 +368,20 @@ def _first_readers(b: _Build, t: _Tensor, c: _Copy) -> None:
 
 
 def _copy_cost(b: _Build, t: _Tensor, c: _Copy) -> list[cp_model.IntVar]:
-    """The copy from home is paid at the home's rate: one ``w`` per possible home, held by
-    that home, summing to the copy (disaggregated, so the LP pays for it too); a copy from
-    DRAM at DRAM's. Returns the ``w``."""
-    source = []
+    """The copy from home is paid at the home's rate: one ``w`` per rate, held by the homes
+    copying at that rate, summing to the copy (disaggregated, so the LP pays for it too;
+    homes of one rate share a ``w`` with the same LP); a copy from DRAM at DRAM's. Returns
+    the ``w``."""
+    by_rate: dict[int, list[Expr]] = defaultdict(list)
     for h, is_home in t.homes.items():
         if h != c.cfg:
-            w = b.m.new_bool_var(f"w[{t.name},{h.key},{c.cfg.key}]")
-            b.m.add(w <= is_home)
-            source.append(w)
-            b.cost.append(ns(b.problem.copy_us(t.name, h, c.cfg)) * w)
+            by_rate[ns(b.problem.copy_us(t.name, h, c.cfg))].append(is_home)
+    source = []
+    for rate, homes in by_rate.items():
+        w = b.m.new_bool_var(f"w[{t.name},{c.cfg.key},{rate}]")
+        b.m.add(w <= sum(homes))
+        source.append(w)
+        b.cost.append(rate * w)
     b.m.add(sum(source) >= c.from_home)
     if t.spills:
         b.cost.append(ns(b.problem.copy_us(t.name, DRAM, c.cfg)) * c.from_dram)

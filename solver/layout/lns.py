@@ -17,6 +17,9 @@ whole plan passes the evaluator and is cheaper. Segments slide over the schedule
 overlapping by half, one size per pass (``SEGMENT_SIZES``, smallest first), until the
 deadline or a cycle through every size without gain. An improvement is also tried on every
 twin of its segment in the model's repeated blocks (``repeats.py``), under the same rule.
+
+``repair`` uses the same segments to turn a plan that overflows L1 (a rounding of the
+bound's LP, ``bound.py``) into one that fits.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from solver.layout.plan import (
     build_plan,
     derive_copies,
     home_residency,
+    l1_timeline,
     total_us,
     with_output_spills,
 )
@@ -182,6 +186,47 @@ def _spread(problem: LayoutProblem, incumbent: Assignment, best: float, lo: int,
             if batch is offsets:
                 break
     return incumbent, best, taken
+
+
+REPAIR_REACH = (6, 12, 24)
+"""Steps on each side of an overflowing step that a repair round solves again, widened
+when a narrower segment cannot fit (a tensor still read after it holds its L1 there)."""
+
+
+def overflows(problem: LayoutProblem, a: Assignment) -> list[int]:
+    """The steps at which ``a``'s plan holds more L1 than the device has."""
+    full = with_output_spills(problem, a)
+    used = l1_timeline(problem, full, derive_copies(problem, full))
+    return [k for k, b in enumerate(used) if b > problem.usable_l1 - problem.reserved_l1.get(k, 0)]
+
+
+def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
+           workers: int) -> Assignment | None:
+    """``a`` with the segment around its first step where L1 overflows solved again (a
+    segment's model holds what passes through it, so its answer fits there), widened
+    until a round leaves fewer such steps, and so on; None unless the result passes the
+    evaluator before ``deadline``. For plans put together from parts (``bound.py``),
+    whose rounding can overflow L1."""
+    over = overflows(problem, a)
+    while over:
+        for reach in REPAIR_REACH:
+            left = deadline - now()
+            if left < MIN_ROUND_S:
+                return None
+            lo, hi = max(0, over[0] - reach), min(len(problem.order), over[0] + reach + 1)
+            seg = segment(problem, a, lo, hi)
+            found = cpsat.solve_segment(seg.problem, seg.hint,
+                                        min((hi - lo) * SECONDS_PER_OP, left), seed, workers)
+            if found.assignment is None:
+                continue
+            fixed = lift(problem, a, seg, found.assignment)
+            still = overflows(problem, fixed)
+            if len(still) < len(over):
+                a, over = fixed, still
+                break
+        else:
+            return None
+    return a if evaluate(problem, build_plan(problem, a, "lns", 0.0)).valid else None
 
 
 def segments(n: int, size: int) -> list[tuple[int, int]]:

@@ -80,6 +80,11 @@ class LayoutProblem:
     fixed_homes: dict[str, MemConfig] = field(default_factory=dict)
     live_out: frozenset[str] = frozenset()
     reserved_l1: dict[int, int] = field(default_factory=dict)
+    # Set only on a part of a bound (``bound.py``): tensors whose reads are priced by the
+    # reading op alone (no home, copy or residency terms: another part pays for those).
+    loose: frozenset[str] = frozenset()
+    _copy_prices: dict[tuple[Geometry, MemConfig, MemConfig], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def usable_l1(self) -> int:
@@ -89,11 +94,16 @@ class LayoutProblem:
         return self.tensors[tensor].geom.bytes_per_core(cfg, self.device.cores)
 
     def copy_us(self, tensor: str, src: MemConfig, dst: MemConfig) -> float:
-        """A reshard (or spill, or reload) of ``tensor``; measured costs win."""
+        """A reshard (or spill, or reload) of ``tensor``; measured costs win. Priced once per
+        (geometry, source, target): the CP-SAT model asks for 10^5 of them."""
         measured = self.measured_copies.get((tensor, src.key, dst.key))
         if measured is not None:
             return measured
-        return cost.copy_us(self.device, self.tensors[tensor].geom, src, dst)
+        key = (self.tensors[tensor].geom, src, dst)
+        priced = self._copy_prices.get(key)
+        if priced is None:
+            priced = self._copy_prices[key] = cost.copy_us(self.device, key[0], src, dst)
+        return priced
 
     def spill_us(self, tensor: str, home: MemConfig) -> float:
         return self.copy_us(tensor, home, DRAM)
