@@ -7,6 +7,7 @@ into a valid one."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from models.layout import parse_graph
 from solver.deadline import now
-from solver.layout import bound, cpsat, cpsat_model, dram, lns, solve
+from solver.layout import BASELINES, bound, cpsat, cpsat_model, dram, lns, solve
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import DRAM
 from solver.layout.plan import Assignment, build_plan
@@ -205,3 +206,18 @@ def test_parts_not_solved_take_the_fallbacks_decisions(monkeypatch):
     assert all(found.rounded.configs[op] is both.rounded.configs[op]
                for op in problem.order[:spans[1][0]])
     assert bound.lower_bound(problem, now() + 30, [(2, 4)]).rounded is None
+
+
+@pytest.mark.parametrize("limit", [1.5, 2.0, 4.0])
+def test_a_short_limit_holds_and_the_bound_only_starts_what_fits(limit):
+    """ResNet-50 at batch 8 (two parts of about 2,700 candidate configurations each, some
+    3 s to build and solve): under short limits no part is started that would run past
+    the deadline, the solve ends within its limit, and the plan is still valid and no
+    worse than the best baseline."""
+    graph = parse_graph(json.loads((MODELS / "resnet50-b8.json").read_text()))
+    started = time.monotonic()
+    plan = solve(graph, "cpsat", "wormhole_n150", time_limit_s=limit, workers=2)
+    assert time.monotonic() - started <= limit + 0.3
+    assert plan.status == "feasible" and not plan.violations
+    best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
+    assert plan.total_latency_us <= best

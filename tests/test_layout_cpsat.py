@@ -157,7 +157,7 @@ def test_beyond_the_model_size_segments_never_lose_to_the_best_baseline(monkeypa
     best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
     assert plan.status == "feasible" and not plan.violations
     assert plan.total_latency_us <= best
-    assert 0 < plan.stats.best_bound <= plan.total_latency_us  # the per-op latency floor
+    assert 0 < plan.stats.best_bound <= plan.total_latency_us  # the parts' bound (bound.py)
 
 
 def test_a_segment_is_the_incumbent_cut_out_and_put_back_unchanged():

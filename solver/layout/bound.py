@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from solver.deadline import charge_model, now
 from solver.layout import cpsat_model
 from solver.layout.cpsat import latency_floor_us
-from solver.layout.cpsat_model import UNITS_PER_US
+from solver.layout.cpsat_model import UNITS_PER_US, build_estimate_s
 from solver.layout.memory import MemConfig
 from solver.layout.plan import Assignment
 from solver.layout.problem import LayoutProblem
@@ -43,10 +43,6 @@ BERT-base (279 ops, Wormhole) parts of 12 to 48 ops bound within 0.02% of the wh
 graph's LP in 2.9 s, against 6.2 s for the whole model; on the 16-layer Llama-3.2-1B
 prefill (Blackhole) the three cuts bound 9,925.9, 9,975.0 and 9,999.6 us in 3.2, 7.5 and
 15.4 s, the whole graph's LP being 10,018.0 (``docs/layout-cpsat.md``)."""
-BUILD_S_PER_OP = 0.03
-"""Seconds to build and solve a part's LP per op before one has been timed (ResNet-50's
-89 ops: 25 ms each to build); a part is not started when it would pass the deadline."""
-
 
 def crossings(problem: LayoutProblem) -> list[int]:
     """For each step k, how many tensors a cut before k separates from a reader: made
@@ -183,6 +179,8 @@ def _solve_part(sub: LayoutProblem, deadline: float) -> PartAnswer | None:
     when the LP is not solved in time."""
     lm = cpsat_model.build(sub)
     charge_model(len(lm.model.proto.variables))
+    if now() >= deadline:  # converting the model for the LP alone takes as long again
+        return None
     relaxed = relax(lm.model, deadline - now())
     if relaxed is None:
         return None
@@ -213,7 +211,7 @@ def lower_bound(problem: LayoutProblem, deadline: float,
     (``deadline.now()``). The rounding is the last round's whose parts were all solved,
     else the first round's with ``fallback`` standing in for the parts not solved."""
     last_start = deadline if starts_until is None else min(starts_until, deadline)
-    clock = _Clock(BUILD_S_PER_OP)
+    clock = _Clock()
     best: Bound | None = None
     spans: list[tuple[int, int]] = []
     for size in sizes:
@@ -221,9 +219,9 @@ def lower_bound(problem: LayoutProblem, deadline: float,
         if cut == spans:
             continue  # the graph fits the previous parts already
         spans = cut
-        if best is not None and not clock.fits(_distinct_ops(problem, spans), last_start,
-                                               deadline):
-            break  # a tighter cut only counts once all its parts are solved
+        if best is not None and not clock.fits(problem, _distinct_ops(problem, spans),
+                                               last_start, deadline):
+            break  # its parts would not all be solved, and only then is its sum higher
         found = _round(problem, spans, deadline, last_start, clock, fallback if best is None
                        else None)
         if best is None:
@@ -238,26 +236,30 @@ def lower_bound(problem: LayoutProblem, deadline: float,
     return best
 
 
-def _distinct_ops(problem: LayoutProblem, spans: list[tuple[int, int]]) -> int:
-    """Ops in the parts of a cut that are not twins of an earlier one."""
-    seen: dict[Hashable, int] = {}
+def _distinct_ops(problem: LayoutProblem, spans: list[tuple[int, int]]) -> list[str]:
+    """The ops of a cut's parts that are not twins of an earlier one."""
+    seen: dict[Hashable, list[str]] = {}
     for lo, hi in spans:
-        seen.setdefault(shape_key(part(problem, lo, hi)), hi - lo)
-    return sum(seen.values())
+        seen.setdefault(shape_key(part(problem, lo, hi)), problem.order[lo:hi])
+    return [op for ops in seen.values() for op in ops]
 
 
 @dataclass
 class _Clock:
-    """Seconds per op a part has taken to build and solve, the most seen so far."""
+    """How long parts take to build and solve: ``build_estimate_s`` until one has been
+    timed, then the slowest rate per estimated second seen (scaled estimates)."""
 
-    per_op: float
+    scale: float | None = None
 
-    def fits(self, ops: int, last_start: float, deadline: float) -> bool:
+    def fits(self, problem: LayoutProblem, ops: list[str], last_start: float,
+             deadline: float) -> bool:
         started = now()
-        return started < last_start and deadline - started >= self.per_op * ops
+        needed = build_estimate_s(problem, ops) * (self.scale or 1.0)
+        return started < last_start and deadline - started >= needed
 
-    def took(self, ops: int, started: float) -> None:
-        self.per_op = max(self.per_op, (now() - started) / ops)
+    def took(self, problem: LayoutProblem, ops: list[str], started: float) -> None:
+        rate = (now() - started) / max(build_estimate_s(problem, ops), 1e-9)
+        self.scale = rate if self.scale is None else max(self.scale, rate)
 
 
 def _round(problem: LayoutProblem, spans: list[tuple[int, int]], deadline: float,
@@ -275,11 +277,11 @@ def _round(problem: LayoutProblem, spans: list[tuple[int, int]], deadline: float
         sub = subs[groups[key][0]]
         if now() >= last_start:
             break
-        if not clock.fits(len(sub.order), last_start, deadline):
+        if not clock.fits(problem, sub.order, last_start, deadline):
             continue  # the model would not be built in time; a smaller part may be
         started = now()
         answers[key] = _solve_part(sub, deadline)
-        clock.took(len(sub.order), started)
+        clock.took(problem, sub.order, started)
     total = 0.0
     solved = 0
     for p, (lo, hi) in enumerate(spans):

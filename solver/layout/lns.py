@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from solver import progress
 from solver.deadline import now
 from solver.layout import cpsat
+from solver.layout.cpsat_model import build_estimate_s
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import MemConfig
 from solver.layout.plan import (
@@ -211,9 +212,9 @@ def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
     while over:
         for reach in REPAIR_REACH:
             left = deadline - now()
-            if left < MIN_ROUND_S:
-                return None
             lo, hi = max(0, over[0] - reach), min(len(problem.order), over[0] + reach + 1)
+            if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
+                return None  # its model could not be built and searched in time
             seg = segment(problem, a, lo, hi)
             found = cpsat.solve_segment(seg.problem, seg.hint,
                                         min((hi - lo) * SECONDS_PER_OP, left), seed, workers)
