@@ -215,14 +215,15 @@ def lower_bound(problem: LayoutProblem, deadline: float,
     best: Bound | None = None
     spans: list[tuple[int, int]] = []
     for size in sizes:
-        cut = cuts(problem, size)
-        if cut == spans:
+        candidate = cuts(problem, size)
+        if candidate == spans:
             continue  # the graph fits the previous parts already
-        spans = cut
-        if best is not None and not clock.fits(problem, _distinct_ops(problem, spans),
-                                               last_start, deadline):
+        spans = candidate
+        cut = _Cut.of(problem, spans)
+        if best is not None and not clock.fits(problem, cut.distinct_ops(), last_start,
+                                               deadline):
             break  # its parts would not all be solved, and only then is its sum higher
-        found = _round(problem, spans, deadline, last_start, clock, fallback if best is None
+        found = _round(problem, cut, deadline, last_start, clock, fallback if best is None
                        else None)
         if best is None:
             best = found
@@ -236,12 +237,27 @@ def lower_bound(problem: LayoutProblem, deadline: float,
     return best
 
 
-def _distinct_ops(problem: LayoutProblem, spans: list[tuple[int, int]]) -> list[str]:
-    """The ops of a cut's parts that are not twins of an earlier one."""
-    seen: dict[Hashable, list[str]] = {}
-    for lo, hi in spans:
-        seen.setdefault(shape_key(part(problem, lo, hi)), problem.order[lo:hi])
-    return [op for ops in seen.values() for op in ops]
+@dataclass
+class _Cut:
+    """One cut of the schedule: its parts, their keys, and the parts of each key."""
+
+    spans: list[tuple[int, int]]
+    subs: list[LayoutProblem]
+    keys: list[Hashable]
+    groups: dict[Hashable, list[int]]
+
+    @staticmethod
+    def of(problem: LayoutProblem, spans: list[tuple[int, int]]) -> _Cut:
+        subs = [part(problem, lo, hi) for lo, hi in spans]
+        keys = [shape_key(sub) for sub in subs]
+        groups: dict[Hashable, list[int]] = {}
+        for p, key in enumerate(keys):
+            groups.setdefault(key, []).append(p)
+        return _Cut(spans, subs, keys, groups)
+
+    def distinct_ops(self) -> list[str]:
+        """The ops of the parts that are not twins of an earlier one."""
+        return [op for members in self.groups.values() for op in self.subs[members[0]].order]
 
 
 @dataclass
@@ -262,14 +278,10 @@ class _Clock:
         self.scale = rate if self.scale is None else max(self.scale, rate)
 
 
-def _round(problem: LayoutProblem, spans: list[tuple[int, int]], deadline: float,
-           last_start: float, clock: _Clock, fallback: Assignment | None) -> Bound:
+def _round(problem: LayoutProblem, cut: _Cut, deadline: float, last_start: float,
+           clock: _Clock, fallback: Assignment | None) -> Bound:
     """One cut of the schedule: its parts' bounds summed, the floor for those not solved."""
-    subs = [part(problem, lo, hi) for lo, hi in spans]
-    keys = [shape_key(sub) for sub in subs]
-    groups: dict[Hashable, list[int]] = {}
-    for p, key in enumerate(keys):
-        groups.setdefault(key, []).append(p)
+    spans, subs, keys, groups = cut.spans, cut.subs, cut.keys, cut.groups
     answers: dict[Hashable, PartAnswer | None] = {}
     by_weight = sorted(groups, key=lambda key: -sum(spans[p][1] - spans[p][0]
                                                     for p in groups[key]))
