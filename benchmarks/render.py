@@ -103,7 +103,8 @@ def proofs_table(rows: list[Row]) -> str:
             if "error" in run:
                 cells += [run["error"], "", "", "", ""]
                 continue
-            cells += [f"{run['total_us']:,.1f}", f"{run['bound_us']:,.1f}",
+            bound = "none" if run["bound_us"] is None else f"{run['bound_us']:,.1f}"
+            cells += [f"{run['total_us']:,.1f}", bound,
                       _percent(run["gap"], 2), f"{run['wall_s']:.1f} s",
                       f"{run['peak_mb']:,.0f} MB"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -153,12 +154,14 @@ def address_table(rows: list[Row]) -> str:
 def order_table(rows: list[Row]) -> str:
     """``benchmarks/order.py``: cpsat on the graph's order and with the order search."""
     lines = ["| graph | device | ops | given order us | searched us | given / searched | "
-             "reordered | status (given, searched) | wall s (given, searched) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "reordered | gap (given, searched) | status (given, searched) | "
+             "wall s (given, searched) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        gaps = f"{_percent(r.get('given_gap'), 2)}, {_percent(r.get('search_gap'), 2)}"
         lines.append(f"| {r['graph']} | {r['device']} | {r['ops']} | {r['given_us']:,.2f} | "
                      f"{r['search_us']:,.2f} | {r['given_us'] / r['search_us']:.4f} | "
-                     f"{'yes' if r['reordered'] else 'no'} | {r['given_status']}, "
+                     f"{'yes' if r['reordered'] else 'no'} | {gaps} | {r['given_status']}, "
                      f"{r['search_status']} | {r['given_wall_s']:.1f}, {r['search_wall_s']:.1f} |")
     return "\n".join(lines)
 
@@ -402,8 +405,11 @@ TABLES = {
     "calibration": Table("calibration.json", lambda d: calibration_table(d["summary"])),
     "address": Table("address.json", lambda d: address_table(d["rows"])),
     "order": Table("order.json", lambda d: order_table(d["rows"])),
+    "order-suite": Table("order-suite.json", lambda d: order_table(d["rows"])),
+    "proofs-suite": Table("proofs-suite.json", lambda d: proofs_table(d["rows"])),
     "proofs-10s": Table("proofs-10s.json", lambda d: proofs_table(d["rows"])),
     "proofs-60s": Table("proofs-60s.json", lambda d: proofs_table(d["rows"])),
+    "proofs-10s-rerun": Table("proofs-10s-rerun.json", lambda d: proofs_table(d["rows"])),
     "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
 }
 

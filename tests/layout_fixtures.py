@@ -55,3 +55,19 @@ TINY: dict[str, Any] = {
 
 def tiny() -> dict[str, Any]:
     return copy.deepcopy(TINY)
+
+
+def repeated(graph: dict, times: int) -> dict:
+    """``times`` copies of ``graph`` side by side, the ``i``-th's names suffixed ``_i``."""
+    def renamed(names: list[str], i: int) -> list[str]:
+        return [f"{n}_{i}" for n in names]
+
+    return {
+        "format": "layoutsat-graph", "version": 1, "name": f"{graph['name']}-x{times}",
+        "tensors": [{**t, "name": f"{t['name']}_{i}"} for i in range(times)
+                    for t in graph["tensors"]],
+        "ops": [{**o, "name": f"{o['name']}_{i}", "inputs": renamed(o["inputs"], i),
+                 "outputs": renamed(o["outputs"], i)} for i in range(times)
+                for o in graph["ops"]],
+        "outputs": [n for i in range(times) for n in renamed(graph["outputs"], i)],
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -14,14 +15,15 @@ from hypothesis import strategies as st
 from models.device import PRESETS
 from models.layout import LayoutPlan, parse_graph
 from solver.deadline import now
-from solver.layout import SOLVERS, SolveOptions, solve
-from solver.layout.address import Block, place, place_assignment
+from solver.layout import SOLVERS, SolveOptions, _make_room, solve
+from solver.layout.address import Block, place, place_assignment, places
+from solver.layout.cpsat import fits_whole
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import ALIGNMENT
-from solver.layout.plan import build_plan
+from solver.layout.plan import build_plan, total_us
 from solver.layout.problem import analyze
 from tests.conftest import ROOT
-from tests.layout_fixtures import load, op, tensor, with_usable_l1
+from tests.layout_fixtures import load, op, repeated, tensor, with_usable_l1
 
 TILE = 2048
 
@@ -214,3 +216,33 @@ def test_a_solve_with_placement_or_order_search_ends_within_its_limit(mode):
     plan = solve(graph, "cpsat", device, time_limit_s=1.0, workers=2, **mode)
     assert time.monotonic() - started < 1.4
     assert plan.status != "invalid"
+
+
+def test_the_segment_search_keeps_only_plans_that_place():
+    # twelve copies of PLANTED (72 ops): beyond one model, so no time is left after the
+    # segment search to repair its plan; it keeps only plans the greedy orders place
+    graph = parse_graph(repeated(PLANTED, 12))
+    device = with_usable_l1(graph, PLANTED_L1)
+    problem = analyze(graph, device)
+    assert not fits_whole(problem, 10.0)
+    by_sum = solve(graph, "cpsat", device, time_limit_s=10, workers=2, capacity="sum")
+    plan = solve(graph, "cpsat", device, time_limit_s=10, workers=2)
+    assert plan.schedule == [o.name for o in graph.ops] and evaluate(problem, plan).valid
+    assert all(t.l1_offset is not None for t in plan.tensors.values() if t.buffer == "l1")
+    # not the fallback to the all-DRAM plan (the cheapest baseline here), and no cheaper
+    # than what the sum model allows
+    assert plan.total_latency_us < solve(graph, "dram", device).total_latency_us - 2.0
+    assert plan.total_latency_us >= by_sum.stats.best_bound - 1e-6
+
+
+def test_room_is_made_where_a_plan_fits_by_sum_but_not_by_address():
+    graph = parse_graph(PLANTED)
+    device = with_usable_l1(graph, PLANTED_L1)
+    problem = replace(analyze(graph, device), addresses=True)
+    by_sum = SOLVERS["cpsat"](replace(problem, addresses=False), SolveOptions(now() + 10, 0, 2))
+    assert not places(problem, by_sum.assignment)
+    assert places(replace(problem, addresses=False), by_sum.assignment)  # nothing asked
+    roomy = _make_room(problem, by_sum.assignment, now() + 10, SolveOptions(now() + 10, 0, 2))
+    assert roomy is not None and places(problem, roomy)
+    assert evaluate(problem, build_plan(problem, roomy, "cpsat", 0.0)).valid
+    assert total_us(problem, roomy) < solve(graph, "dram", device).total_latency_us

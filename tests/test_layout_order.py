@@ -3,16 +3,18 @@ the plan the layout wants, found by CP-SAT over every topological order."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from models.layout import parse_graph
 from solver.deadline import now
-from solver.layout import SOLVERS, SolveOptions, order, solve
-from solver.layout.cpsat import solve_model
+from solver.layout import SOLVERS, SolveOptions, bound, order, solve
+from solver.layout.cpsat import MAX_MODEL_OPS, latency_floor_us, solve_model
 from solver.layout.dram import assign as all_in_dram
 from solver.layout.evaluate import evaluate
 from solver.layout.problem import analyze
-from tests.layout_fixtures import op, tensor, with_usable_l1
+from tests.layout_fixtures import op, repeated, tensor, with_usable_l1
 
 # Two branches from x, each a wide elementwise op then a narrowing matmul, joined by an
 # add. The graph lists them interleaved (a1, b1, a2, b2): both wide intermediates are live
@@ -107,12 +109,51 @@ def test_the_given_order_is_kept_when_capacity_costs_nothing():
     assert roomy.schedule == ["a1", "b1", "a2", "b2", "c"] and roomy.status == "optimal"
 
 
-def test_graphs_beyond_the_order_model_keep_their_order(monkeypatch):
-    graph = parse_graph(BRANCHES)
+def test_order_moves_reorder_graphs_beyond_the_order_model():
+    # 22 copies of BRANCHES (110 ops): too many for one model, so the segment search
+    # reorders windows; each copy run branch by branch saves what one copy saves alone
+    graph = parse_graph(repeated(BRANCHES, 22))
+    assert len(graph.ops) > MAX_MODEL_OPS
     device = with_usable_l1(graph, TIGHT_L1)
-    monkeypatch.setattr(order, "ORDER_MAX_OPS", 4)
-    plan = solve(graph, "cpsat", device, time_limit_s=10, workers=2, order="search")
-    assert plan.schedule == ["a1", "b1", "a2", "b2", "c"]
+    one = parse_graph(BRANCHES)
+    alone = [solve(one, "cpsat", with_usable_l1(one, TIGHT_L1), time_limit_s=10, workers=2,
+                   order=o).total_latency_us for o in ("given", "search")]
+    saving = alone[0] - alone[1]
+    assert saving > 1.0
+    given = solve(graph, "cpsat", device, time_limit_s=10, workers=2)
+    searched = solve(graph, "cpsat", device, time_limit_s=10, workers=2, order="search")
+    assert given.schedule == [o.name for o in graph.ops]
+    assert searched.schedule != given.schedule and _is_topological(graph, searched.schedule)
+    assert evaluate(analyze(graph, device), searched).valid
+    assert searched.total_latency_us < given.total_latency_us - 4 * saving
+    # never below what every copy reordered alone would cost; its bound is the parts'
+    # relaxed again on the new order (``bound.rebound``, checked against a fresh bound
+    # below), not the per-op floor every schedule shares
+    assert searched.total_latency_us >= 22 * alone[1] - 1e-6
+    floor = latency_floor_us(analyze(graph, device))
+    assert searched.stats.best_bound is not None and searched.stats.best_bound > floor + 1.0
+    moved = [i for i in range(22) if searched.schedule.index(f"a2_{i}")
+             == searched.schedule.index(f"a1_{i}") + 1]
+    assert len(moved) >= 4
+
+
+def test_rebound_relaxes_again_only_the_parts_reordered():
+    graph = parse_graph(repeated(BRANCHES, 3))
+    problem = analyze(graph, with_usable_l1(graph, TIGHT_L1))
+    found = bound.lower_bound(problem, now() + 30, sizes=((5, 5),))
+    assert found.spans == [(0, 5), (5, 10), (10, 15)] and found.solved == 3
+    # the middle copy run branch by branch
+    moved = replace(problem, order=[*problem.order[:5], "a1_1", "a2_1", "b1_1", "b2_1", "c_1",
+                                    *problem.order[10:]])
+    again = bound.rebound(moved, found, {1}, now() + 30)
+    fresh = bound.lower_bound(moved, now() + 30, sizes=((5, 5),))
+    assert fresh.spans == found.spans and fresh.solved == 3
+    assert again == pytest.approx(fresh.bound_us, abs=1e-6)
+    assert fresh.values[0] == pytest.approx(found.values[0])
+    assert fresh.values[2] == pytest.approx(found.values[2])
+    assert fresh.values[1] < found.values[1] - 1.0  # the reorder made room
+    optimum = solve_model(moved, all_in_dram(moved), now() + 30, 0, 2)
+    assert optimum.optimal and again <= optimum.objective_us + 1e-6
 
 
 def test_the_order_search_ends_by_the_deadline():

@@ -89,19 +89,40 @@ class Placement:
     or ``none``."""
 
 
-def place_assignment(problem: LayoutProblem, decided: Assignment, until: float,
+def place_assignment(problem: LayoutProblem, decided: Assignment, until: float | None,
                      workers: int = 1) -> Placement:
-    """Offsets for every L1 buffer of an assignment's plan, within the usable L1."""
+    """Offsets for every L1 buffer of an assignment's plan, within the usable L1 (by the
+    greedy orders alone when ``until`` is None)."""
     a = with_output_spills(problem, decided)
     return place(blocks(problem, a, derive_copies(problem, a)), floors(a),
                  problem.usable_l1, until, workers)
 
 
-def place(found: list[Block], bottom: list[int], capacity: int, until: float,
+PLACES_S = 0.2
+"""Time a search gives CP-SAT to place a candidate plan the greedy orders do not (they take
+0.02-0.04 s on 1,000 buffers)."""
+
+
+def places(problem: LayoutProblem, decided: Assignment, workers: int = 1) -> bool:
+    """Whether the plan gets L1 offsets, when the problem asks for them
+    (``LayoutProblem.addresses``; always true otherwise); the offsets found are kept on
+    ``decided`` (``Assignment.offsets``), so that a plan a search keeps is placed after
+    it whatever time is left."""
+    if not problem.addresses:
+        return True
+    if decided.offsets is None:
+        placement = place_assignment(problem, decided, now() + PLACES_S, workers)
+        if not placement.fits:
+            return False
+        decided.offsets = placement.offsets
+    return True
+
+
+def place(found: list[Block], bottom: list[int], capacity: int, until: float | None,
           workers: int = 1) -> Placement:
     """Offsets for ``found`` within ``capacity`` bytes per core above the circular buffers
     ``bottom`` of each step: two top-down greedy orders, the lowest-first one, then CP-SAT
-    (until ``until``)."""
+    (until ``until``; not with None)."""
     capacity -= capacity % ALIGNMENT
     for method, order in (("top-down", _by_start), ("largest-area", _by_size)):
         offsets = _greedy(sorted(found, key=order), bottom, capacity)
@@ -111,7 +132,7 @@ def place(found: list[Block], bottom: list[int], capacity: int, until: float,
     assert loose is not None  # without a ceiling every block finds room
     if max(_placement(loose, bottom, "bottom-up").height, default=0) <= capacity:
         return _placement(loose, bottom, "bottom-up")
-    offsets = _exact(found, bottom, capacity, until, workers)
+    offsets = None if until is None else _exact(found, bottom, capacity, until, workers)
     if offsets is not None:
         return _placement(offsets, bottom, "cp-sat")
     return _placement(loose, bottom, "none")

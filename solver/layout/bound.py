@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from solver.deadline import charge_model, now
 from solver.layout import cpsat_model
 from solver.layout.cpsat import latency_floor_us
-from solver.layout.cpsat_model import UNITS_PER_US, build_estimate_s
+from solver.layout.cpsat_model import UNITS_PER_US, build_estimate_s, lp_estimate_s
 from solver.layout.memory import MemConfig
 from solver.layout.plan import Assignment
 from solver.layout.problem import LayoutProblem
@@ -172,6 +172,10 @@ class Bound:
     """The parts' rounded LP solutions put together, the ``fallback``'s decisions in the
     parts not solved (None when no part was solved, or some part was not and there is no
     fallback)."""
+    spans: list[tuple[int, int]]
+    """The parts of the cut giving the bound, as steps ``lo`` to ``hi - 1``."""
+    values: list[float]
+    """What each of those parts adds to the bound: its LP bound, or its per-op floor."""
 
 
 def _solve_part(sub: LayoutProblem, deadline: float) -> PartAnswer | None:
@@ -179,7 +183,7 @@ def _solve_part(sub: LayoutProblem, deadline: float) -> PartAnswer | None:
     when the LP is not solved in time."""
     lm = cpsat_model.build(sub)
     charge_model(len(lm.model.proto.variables))
-    if now() >= deadline:  # converting the model for the LP alone takes as long again
+    if deadline - now() < lp_estimate_s(lm):  # converting it for the LP is not interruptible
         return None
     relaxed = relax(lm.model, deadline - now())
     if relaxed is None:
@@ -294,19 +298,39 @@ def _round(problem: LayoutProblem, cut: _Cut, deadline: float, last_start: float
         started = now()
         answers[key] = _solve_part(sub, deadline)
         clock.took(problem, sub.order, started)
-    total = 0.0
-    solved = 0
+    values = []
     for p, (lo, hi) in enumerate(spans):
         answer = answers.get(keys[p])
-        if answer is None:
-            total += latency_floor_us(problem, lo, hi)
-        else:
-            total += answer.bound_us
-            solved += 1
+        values.append(latency_floor_us(problem, lo, hi) if answer is None else answer.bound_us)
+    solved = sum(answers.get(key) is not None for key in keys)
     complete = solved == len(spans) or fallback is not None
     rounded = _assemble(problem, spans, subs, [answers.get(k) for k in keys], fallback) \
         if solved and complete else None
-    return Bound(total, len(spans), len(groups), solved, rounded)
+    return Bound(sum(values), len(spans), len(groups), solved, rounded, spans, values)
+
+
+def rebound(problem: LayoutProblem, found: Bound, changed: set[int], deadline: float,
+            starts_until: float | None = None) -> float:
+    """``found``'s bound for ``problem``'s schedule, which differs from the one it was cut
+    on only by reorders within the parts numbered ``changed`` (``order_moves.py``): the
+    other parts are the same problems as before, and each changed one is relaxed again on
+    its new order, or counts its per-op floor when its LP is not started before
+    ``starts_until`` (default: ``deadline``) or not solved by ``deadline``
+    (``deadline.now()``). The parts are still a partition of the ops, so the sum is a
+    lower bound for the new schedule (module doc)."""
+    values = list(found.values)
+    clock = _Clock()
+    for p in sorted(changed, key=lambda p: found.spans[p][0] - found.spans[p][1]):
+        lo, hi = found.spans[p]
+        sub = part(problem, lo, hi)
+        answer = None
+        if clock.fits(problem, sub.order, deadline if starts_until is None else starts_until,
+                      deadline):
+            started = now()
+            answer = _solve_part(sub, deadline)
+            clock.took(problem, sub.order, started)
+        values[p] = latency_floor_us(problem, lo, hi) if answer is None else answer.bound_us
+    return sum(values)
 
 
 def _assemble(problem: LayoutProblem, spans: list[tuple[int, int]],

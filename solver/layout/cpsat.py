@@ -21,10 +21,12 @@ from solver.layout.cpsat_model import (
     UNITS_PER_US,
     LayoutModel,
     build,
+    build_estimate_s,
     decode,
     decode_values,
     hint,
     least_us,
+    lp_estimate_s,
     representable,
 )
 from solver.layout.evaluate import evaluate
@@ -47,13 +49,27 @@ class ModelAnswer:
     bound_us: float | None
 
 
+def fits_whole(problem: LayoutProblem, seconds: float) -> bool:
+    """Whether ``problem`` is solved as one model with ``seconds`` left: at most
+    ``MAX_MODEL_OPS`` ops, and its model expected to be built and relaxed in that time
+    (``build_estimate_s``, about twice what it takes: the generated 36-43-op graphs of
+    large activations expected at 7.2-8.9 s were built, relaxed and proven optimal within
+    6.3-7.0 s of a 10-s solve; the shipped graphs of up to 60 ops are expected at most at
+    2.9 s). Beyond it the bound by parts and the segment search, whose rounds are sized to
+    the time left."""
+    return len(problem.order) <= MAX_MODEL_OPS and \
+        build_estimate_s(problem, problem.order) <= seconds
+
+
 def solve_model(problem: LayoutProblem, start: Assignment, deadline: float, seed: int,
                 workers: int) -> ModelAnswer:
     """The model's best assignment before ``deadline`` (``deadline.now()``), hinted
-    with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS``."""
-    if len(problem.order) > MAX_MODEL_OPS:
+    with ``start``; nothing when the graph is beyond ``MAX_MODEL_OPS`` or its model would
+    not be built by then."""
+    left = deadline - now()
+    if len(problem.order) > MAX_MODEL_OPS or build_estimate_s(problem, problem.order) > left:
         return ModelAnswer(None, False, None, None)
-    return _solve(problem, start, deadline - now(), seed, workers, False)
+    return _solve(problem, start, left, seed, workers, False)
 
 
 def solve_segment(problem: LayoutProblem, start: Assignment, seconds: float, seed: int,
@@ -157,7 +173,7 @@ def _search_segment(problem: LayoutProblem, lm: LayoutModel, ends: float, seed: 
     the model itself, so the fixings never cut it and the fixed model's optimum is the
     segment's. No progress is reported: the objective is the segment's."""
     priced = complete_hint(lm, (ends - now()) / 2, workers)
-    if priced is not None:
+    if priced is not None and _relaxable(lm, ends):
         relaxed = relax(lm.model, (ends - now()) * RELAXATION_SHARE)
         if relaxed is not None:
             relaxed.fix_by_reduced_cost(lm.model, priced)
@@ -178,7 +194,8 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
     incumbent is still the baseline, the first search gets half the time so its answer
     can tighten the fixings for the second."""
     incumbent = _priced(problem, start)
-    relaxed = relax(lm.model, (ends - now()) * RELAXATION_SHARE)
+    relaxed = relax(lm.model, (ends - now()) * RELAXATION_SHARE) if _relaxable(lm, ends) \
+        else None
     lp_bound = None if relaxed is None else relaxed.objective / UNITS_PER_US
     rounds = 1
     if relaxed is not None:
@@ -207,6 +224,13 @@ def _search_whole(problem: LayoutProblem, lm: LayoutModel, start: Assignment, en
             hint(problem, lm, incumbent.assignment)
             _fix(problem, lm, relaxed, incumbent)
     raise AssertionError("unreachable: the last round returns")
+
+
+def _relaxable(lm: LayoutModel, ends: float) -> bool:
+    """Whether the LP is expected to end before ``ends`` (``lp_estimate_s``, cautious):
+    converting the model is not interruptible, and the LP's fixings are what proves the
+    larger models optimal, so it is skipped only when it would overrun."""
+    return lp_estimate_s(lm) <= ends - now()
 
 
 def _solver(ends: float, seed: int, workers: int) -> cp_model.CpSolver:

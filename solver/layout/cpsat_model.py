@@ -52,19 +52,45 @@ Reads = list[tuple[int, cp_model.IntVar]]
 """(step, variable) of each read of one copy."""
 
 
-BUILD_S_PER_CANDIDATE = 2e-3
-"""Seconds to build a model and solve its LP, per candidate configuration of its ops, a
-cautious figure for deciding whether one can be started: measured 1.0-1.1 ms on 2 cores
-(BERT-base's parts, 3,036 candidates in 2.9 s; ResNet-50 at batch 8, 5,340 in 5.8 s), and
-about twice that on the work clock of a deterministic solve (5e-5 s per variable, some 37
-variables per candidate)."""
+BUILD_S_PER_UNIT = 5e-5
+"""Seconds to build a model and solve its LP per unit of ``model_units``, a cautious
+figure for deciding whether one can be started: on 2 cores, over 38 parts and segments of
+the shipped model graphs and of generated ones with large activations
+(``benchmarks/layout_order_suite.py``), build and LP took 2.0-5.6e-5 s per unit (median
+2.5e-5), where per candidate configuration alone they took 0.3 to 2.6 ms."""
+LP_S_PER_VARIABLE = 2.5e-5
+"""Seconds to convert a built model to an LP and solve it, per variable: 0.9-1.8e-5 on the
+same models (median 1.3e-5). The conversion is not interruptible."""
+
+
+def model_units(problem: LayoutProblem, ops: Iterable[str]) -> int:
+    """A model's size before it is built: 10 per candidate configuration of ``ops``, plus
+    per tensor they touch its possible homes times the configurations their reads accept
+    (the copy variables' worst case; on large activations they are most of the model)."""
+    inside = list(ops)
+    members = set(inside)
+    units = 10 * sum(len(problem.ops[op].candidates) for op in inside)
+    touched = {t for op in inside for t in (*problem.ops[op].inputs, *problem.ops[op].outputs)}
+    for name in touched:
+        info = problem.tensors[name]
+        homes = len({c.output for c in problem.ops[info.producer].candidates}) \
+            if info.producer in members else 1
+        wanted = {m for op, i in info.consumers if op in members
+                  for c in problem.ops[op].candidates for m in c.accepts[i]}
+        units += homes * len(wanted)
+    return units
 
 
 def build_estimate_s(problem: LayoutProblem, ops: Iterable[str]) -> float:
     """What building (and relaxing) the model of ``ops`` is expected to take, at
-    ``BUILD_S_PER_CANDIDATE``: the build cannot be interrupted, so a caller short of this
+    ``BUILD_S_PER_UNIT``: the build cannot be interrupted, so a caller short of this
     much time should not start it."""
-    return BUILD_S_PER_CANDIDATE * sum(len(problem.ops[op].candidates) for op in ops)
+    return BUILD_S_PER_UNIT * model_units(problem, ops)
+
+
+def lp_estimate_s(lm: LayoutModel) -> float:
+    """What relaxing a built model is expected to take (``LP_S_PER_VARIABLE``)."""
+    return LP_S_PER_VARIABLE * len(lm.model.proto.variables)
 
 
 def representable(problem: LayoutProblem) -> bool:

@@ -58,7 +58,8 @@ class LayoutOptions(SolveOptions):
         "sum: bytes per step only (faster, but a plan may not place on the chip)")
     order: Order = Field(
         default="given", description="given: the graph's op order; search: cpsat also tries "
-        "an order that makes room in L1 (graphs up to 100 ops)")
+        "an order that makes room in L1 (the whole order on graphs solved as one model, "
+        "windows of 16 steps on larger ones)")
 
     @field_validator("device")
     @classmethod

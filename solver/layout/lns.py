@@ -13,7 +13,8 @@ The segment's model is small whatever the graph's size (a 1,472-op graph builds 
 milliseconds per round, where a whole-graph model took seconds before its search began).
 What it does not see (a copy the rest of the graph would need, a residency it shortens) is
 settled by pricing and checking the whole plan: a round's answer is kept only when the
-whole plan passes the evaluator and is cheaper. Segments slide over the schedule,
+whole plan passes the evaluator, is cheaper, and (when the solve places L1 buffers)
+places by the greedy orders (``address.places``). Segments slide over the schedule,
 overlapping by half, one size per pass (``SEGMENT_SIZES``, smallest first), until the
 deadline or a cycle through every size without gain. An improvement is also tried on every
 twin of its segment in the model's repeated blocks (``repeats.py``), under the same rule.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, replace
 from solver import progress
 from solver.deadline import now
 from solver.layout import cpsat
+from solver.layout.address import places
 from solver.layout.cpsat_model import build_estimate_s
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import MemConfig
@@ -44,7 +46,7 @@ from solver.layout.plan import (
     with_output_spills,
 )
 from solver.layout.problem import LayoutProblem, TensorInfo
-from solver.layout.repeats import Twins, transplant
+from solver.layout.repeats import Twins, batches, transplant
 
 SEGMENT_SIZES = (4, 8, 16, 32)
 """Ops per segment, one size per pass over the schedule, smallest first: small rounds (about
@@ -125,8 +127,9 @@ def _fixed(incumbent: Assignment, op: str):
 def _passing_through(problem: LayoutProblem, res: Residency, copies, lo: int, hi: int,
                      touched: set[str]) -> dict[int, int]:
     """L1 bytes per core at each of the segment's steps held by what the segment does not
-    model: homes of untouched tensors, and copies made before it (kept conservatively)."""
-    reserved = dict.fromkeys(range(hi - lo), 0)
+    model: homes of untouched tensors, and copies made before it (kept conservatively),
+    over the room the whole problem reserves there."""
+    reserved = {k - lo: problem.reserved_l1.get(k, 0) for k in range(lo, hi)}
     for t, (first, last) in home_residency(problem, res.a, copies).items():
         if t not in touched:
             for k in range(max(first, lo), min(last, hi - 1) + 1):
@@ -162,10 +165,12 @@ def _unchanged(hint: Assignment, found: Assignment) -> bool:
         for op in hint.schedule)
 
 
-def _price(problem: LayoutProblem, candidate: Assignment, best: float) -> float | None:
-    """The whole plan's total when it passes the evaluator and beats ``best``, else None."""
+def price(problem: LayoutProblem, candidate: Assignment, best: float) -> float | None:
+    """The whole plan's total when it passes the evaluator, beats ``best`` and places
+    (``address.places``), else None."""
     plan = build_plan(problem, candidate, "lns", 0.0)
-    if plan.total_latency_us < best - 1e-9 and evaluate(problem, plan).valid:
+    if plan.total_latency_us < best - 1e-9 and evaluate(problem, plan).valid and \
+            places(problem, candidate):
         return plan.total_latency_us
     return None
 
@@ -176,11 +181,11 @@ def _spread(problem: LayoutProblem, incumbent: Assignment, best: float, lo: int,
     twin window (``offsets``, ``repeats.py``) at once, else on each twin alone while time
     lasts. Also the offsets of the twins that took them."""
     taken: list[int] = []
-    for batch in ([offsets] if len(offsets) > 1 else []) + [[d] for d in offsets]:
+    for batch in batches(offsets):
         if deadline - now() < MIN_ROUND_S:
             break
         candidate = transplant(problem, incumbent, incumbent, lo, hi, batch)
-        total = None if candidate is None else _price(problem, candidate, best)
+        total = None if candidate is None else price(problem, candidate, best)
         if total is not None:
             incumbent, best = candidate, total
             taken += batch
@@ -206,8 +211,9 @@ def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
     """``a`` with the segment around its first step where L1 overflows solved again (a
     segment's model holds what passes through it, so its answer fits there), widened
     until a round leaves fewer such steps, and so on; None unless the result passes the
-    evaluator before ``deadline``. For plans put together from parts (``bound.py``),
-    whose rounding can overflow L1."""
+    evaluator before ``deadline``. For plans put together from parts (``bound.py``), whose
+    rounding can overflow L1, and plans that fit by sum but not by address, with room
+    reserved where they do not (``solver.layout._make_room``)."""
     over = overflows(problem, a)
     while over:
         for reach in REPAIR_REACH:
@@ -265,6 +271,8 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
             key = twins.key(lo, hi)
             if skip_twins and (key in settled or lo in spread_to):
                 continue
+            if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
+                continue  # its model could not be built before the deadline; a smaller may
             seg = segment(problem, incumbent, lo, hi)
             found = cpsat.solve_segment(seg.problem, seg.hint, min(size * SECONDS_PER_OP, left),
                                         seed + rounds, workers)
@@ -273,7 +281,7 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
                 settled.add(key)
                 continue
             candidate = lift(problem, incumbent, seg, found.assignment)
-            total = _price(problem, candidate, best)
+            total = price(problem, candidate, best)
             if total is None:
                 settled.add(key)
             else:

@@ -34,6 +34,9 @@ from solver.layout.memory import DRAM, Geometry, MemConfig
 from solver.layout.ops import Candidate
 from solver.layout.problem import LayoutProblem
 
+Offsets = dict[tuple[str, str | None], int]
+"""L1 offset per buffer: (tensor, None) for its home, (tensor, target key) for a copy."""
+
 
 @dataclass
 class Assignment:
@@ -43,6 +46,8 @@ class Assignment:
     configs: dict[str, Candidate]
     reads: dict[str, list[MemConfig]]
     spills: dict[str, int] = field(default_factory=dict)
+    offsets: Offsets | None = field(default=None, compare=False)
+    """L1 offsets a search found for this plan (``address.places``), kept for the plan."""
 
 
 @dataclass
@@ -56,8 +61,11 @@ class Residency:
         self.step = {op: k for k, op in enumerate(self.a.schedule)}
 
     def home(self, tensor: str) -> MemConfig:
+        """Its producer's output configuration; for a tensor made before a segment
+        (``lns.segment``), the home it enters with."""
         producer = self.problem.tensors[tensor].producer
-        return self.a.configs[producer].output if producer else DRAM
+        return self.a.configs[producer].output if producer else \
+            self.problem.fixed_homes.get(tensor, DRAM)
 
     def home_available(self, tensor: str, k: int) -> bool:
         spill = self.a.spills.get(tensor)
@@ -149,10 +157,6 @@ def l1_timeline(problem: LayoutProblem, a: Assignment,
         running += delta[k]
         used.append(running + a.configs[op].cb_bytes_per_core)
     return used
-
-
-Offsets = dict[tuple[str, str | None], int]
-"""L1 offset per buffer: (tensor, None) for its home, (tensor, target key) for a copy."""
 
 
 def build_plan(problem: LayoutProblem, decided: Assignment, solver: str,

@@ -83,6 +83,10 @@ class LayoutProblem:
     # Set only on a part of a bound (``bound.py``): tensors whose reads are priced by the
     # reading op alone (no home, copy or residency terms: another part pays for those).
     loose: frozenset[str] = frozenset()
+    # Set by ``solve`` with ``capacity="address"``: a search keeps a plan of a graph too large
+    # for one model only when its L1 buffers get addresses (``address.places``), as there
+    # is no time left to repair one after the search (small graphs are repaired then).
+    addresses: bool = False
     _copy_prices: dict[tuple[Geometry, MemConfig, MemConfig], float] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 

@@ -60,6 +60,11 @@ class Twins:
         return found
 
 
+def batches(offsets: list[int]) -> list[list[int]]:
+    """The order twins are tried in: all at once (one plan to price), then one by one."""
+    return ([offsets] if len(offsets) > 1 else []) + [[d] for d in offsets]
+
+
 def transplant(problem: LayoutProblem, target: Assignment, source: Assignment, lo: int,
                hi: int, offsets: list[int]) -> Assignment | None:
     """``target`` with steps ``lo .. hi - 1`` of ``source`` copied onto each twin at
