@@ -14,7 +14,7 @@ milliseconds per round, where a whole-graph model took seconds before its search
 What it does not see (a copy the rest of the graph would need, a residency it shortens) is
 settled by pricing and checking the whole plan: a round's answer is kept only when the
 whole plan passes the evaluator, is cheaper, and (when the solve places L1 buffers)
-places by the greedy orders (``address.places``). Segments slide over the schedule,
+places (``address.places``). Segments slide over the schedule,
 overlapping by half, one size per pass (``SEGMENT_SIZES``, smallest first), until the
 deadline or a cycle through every size without gain. An improvement is also tried on every
 twin of its segment in the model's repeated blocks (``repeats.py``), under the same rule.
@@ -41,7 +41,7 @@ from solver.layout.plan import (
     build_plan,
     derive_copies,
     home_residency,
-    l1_timeline,
+    l1_usage,
     total_us,
     with_output_spills,
 )
@@ -201,8 +201,7 @@ when a narrower segment cannot fit (a tensor still read after it holds its L1 th
 
 def overflows(problem: LayoutProblem, a: Assignment) -> list[int]:
     """The steps at which ``a``'s plan holds more L1 than the device has."""
-    full = with_output_spills(problem, a)
-    used = l1_timeline(problem, full, derive_copies(problem, full))
+    used = l1_usage(problem, a)
     return [k for k, b in enumerate(used) if b > problem.usable_l1 - problem.reserved_l1.get(k, 0)]
 
 

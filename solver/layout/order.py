@@ -25,7 +25,7 @@ from solver.layout.plan import (
     Assignment,
     Residency,
     derive_copies,
-    l1_timeline,
+    l1_usage,
     with_output_spills,
 )
 from solver.layout.problem import LayoutProblem
@@ -210,8 +210,7 @@ def search_order(problem: LayoutProblem, options: SolveOptions, policy: Policy) 
 
 def _fits(problem: LayoutProblem, decided: Assignment) -> bool:
     """The plan's L1 fits every step of its own order as it is (so L1 costs it nothing)."""
-    a = with_output_spills(problem, decided)
-    return max(l1_timeline(problem, a, derive_copies(problem, a)), default=0) <= \
+    return max(l1_usage(problem, decided), default=0) <= \
         problem.usable_l1
 
 

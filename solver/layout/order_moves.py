@@ -29,7 +29,7 @@ from solver.deadline import now
 from solver.layout import cpsat, lns
 from solver.layout.cpsat_model import build_estimate_s
 from solver.layout.order import memory_order, peak_bytes, without_capacity
-from solver.layout.plan import Assignment, derive_copies, l1_timeline, with_output_spills
+from solver.layout.plan import Assignment, l1_usage
 from solver.layout.problem import LayoutProblem
 from solver.layout.repeats import Twins, batches, transplant
 
@@ -65,8 +65,7 @@ def windows(problem: LayoutProblem, a: Assignment, spans: list[tuple[int, int]],
             size: int = WINDOW) -> list[tuple[int, tuple[int, int]]]:
     """Windows of at most ``size`` steps inside each of ``spans`` (with the span's index),
     fullest L1 step first, those under ``PRESSURE`` left out."""
-    full = with_output_spills(problem, a)
-    used = l1_timeline(problem, full, derive_copies(problem, full))
+    used = l1_usage(problem, a)
     found = []
     for p, (first, end) in enumerate(spans):
         for lo, hi in lns.segments(end - first, size):
@@ -113,9 +112,9 @@ def _spread(moved: Moved, twins: Twins, lo: int, hi: int, moves: list[int],
     ``moves[k]``-th): the same order and decisions tried on its twins (``repeats.py``)
     inside one part, all at once, else one at a time while time lasts. The steps where
     the twins that took them start."""
-    offsets = [d for d in twins.of(lo, hi) if _part(spans, lo + d, hi + d) is not None]
+    part_of = {d: p for d in twins.of(lo, hi) if (p := _part(spans, lo + d, hi + d)) is not None}
     taken: set[int] = set()
-    for batch in batches(offsets):
+    for batch in batches(list(part_of)):
         if deadline - now() < lns.MIN_ROUND_S or taken & {lo + d for d in batch}:
             continue
         schedule = list(moved.problem.order)
@@ -129,7 +128,7 @@ def _spread(moved: Moved, twins: Twins, lo: int, hi: int, moves: list[int],
         total = None if candidate is None else lns.price(reordered, candidate, moved.total_us)
         if total is not None:
             moved.problem, moved.assignment, moved.total_us = reordered, candidate, total
-            moved.parts |= {_span_of(spans, lo + d, hi + d) for d in batch}
+            moved.parts |= {part_of[d] for d in batch}
             taken |= {lo + d for d in batch}
             progress.report(total)
     return taken
@@ -138,12 +137,6 @@ def _spread(moved: Moved, twins: Twins, lo: int, hi: int, moves: list[int],
 def _part(spans: list[tuple[int, int]], lo: int, hi: int) -> int | None:
     """The index of the span holding steps ``lo .. hi - 1``, if one does."""
     return next((p for p, (first, end) in enumerate(spans) if first <= lo and hi <= end), None)
-
-
-def _span_of(spans: list[tuple[int, int]], lo: int, hi: int) -> int:
-    found = _part(spans, lo, hi)
-    assert found is not None, "twins are kept only inside one part"
-    return found
 
 
 def _round(moved: Moved, lo: int, hi: int, seed: int,

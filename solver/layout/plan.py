@@ -139,6 +139,13 @@ def home_residency(problem: LayoutProblem, a: Assignment,
     return spans
 
 
+def l1_usage(problem: LayoutProblem, decided: Assignment) -> list[int]:
+    """``l1_timeline`` of the plan ``decided`` gives: its graph outputs spilled, its copies
+    derived."""
+    a = with_output_spills(problem, decided)
+    return l1_timeline(problem, a, derive_copies(problem, a))
+
+
 def l1_timeline(problem: LayoutProblem, a: Assignment,
                 copies: list[DerivedCopy]) -> list[int]:
     """Bytes per core in L1 at every step: resident tensors, L1 copies and the op's scratch."""
