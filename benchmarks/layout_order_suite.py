@@ -98,6 +98,8 @@ def main() -> None:
     if args.count < 1:
         parser.error("--count must be at least 1")
     if args.write is not None:
+        if args.write.exists() and not args.write.is_dir():
+            parser.error(f"--write: {args.write} is a file, not a directory")
         args.write.mkdir(parents=True, exist_ok=True)
     for doc in suite(args.count, args.seed):
         print(f"{doc['name']}: {len(doc['ops'])} ops")

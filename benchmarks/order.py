@@ -70,6 +70,10 @@ def main() -> None:
     args = parser.parse_args()
     layout = ROOT / "benchmarks" / "layout"
     dirs = args.graphs or [layout, layout / "models"]
+    if args.time_limit <= 0:
+        parser.error("--time-limit must be positive")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     missing = [d for d in dirs if not d.is_dir()]
     if missing:
         parser.error(f"--graphs: no such directory: {missing[0]}")

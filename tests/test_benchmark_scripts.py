@@ -15,9 +15,11 @@ import pytest
 
 from benchmarks.fusion import PERTURBATIONS, load, perturbed
 from benchmarks.isolated import isolated
+from benchmarks.layout_order_suite import graph, suite
 from benchmarks.meta import meta as meta_now
 from benchmarks.render import check, fusion_suite_tables
 from benchmarks.render import main as render_main
+from models.layout import parse_graph
 from tests.conftest import MLSYS, ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
@@ -44,6 +46,11 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
     ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
     ("gap_split.py", ["no/such.json"], "no results file at no/such.json"),
+    ("order.py", ["--graphs", "no/such/dir"], "--graphs: no such directory: no/such/dir"),
+    ("order.py", ["--time-limit", "0"], "--time-limit must be positive"),
+    ("order.py", ["--workers", "0"], "--workers must be at least 1"),
+    ("layout_order_suite.py", ["--count", "0"], "--count must be at least 1"),
+    ("layout_order_suite.py", ["--write", GRAPH], f"--write: {GRAPH} is a file, not a directory"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
@@ -165,3 +172,11 @@ def test_the_suite_runner_measures_and_summarizes(tmp_path):
     assert sum(summary["cpsat_gap"]["counts"].values()) == 2
     assert set(summary["families"]) == {"transformer", "residual"}
     assert "| per_op | 2 | 5-5 |" in fusion_suite_tables(data) in done.stdout
+
+
+def test_the_layout_order_suite_is_seeded_and_every_graph_parses():
+    docs = suite()
+    assert len(docs) == 16 and docs == suite() and docs[3] == graph(3)
+    sizes = [len(parse_graph(doc).ops) for doc in docs]
+    assert min(sizes) == 13 and max(sizes) == 375  # as BENCHMARKS.md describes it
+    assert graph(0) != graph(1)
