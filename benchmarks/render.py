@@ -410,6 +410,9 @@ TABLES = {
     "proofs-10s": Table("proofs-10s.json", lambda d: proofs_table(d["rows"])),
     "proofs-60s": Table("proofs-60s.json", lambda d: proofs_table(d["rows"])),
     "proofs-10s-rerun": Table("proofs-10s-rerun.json", lambda d: proofs_table(d["rows"])),
+    "proofs-10s-swaps": Table("proofs-10s-swaps.json", lambda d: proofs_table(d["rows"])),
+    "proofs-60s-swaps": Table("proofs-60s-swaps.json", lambda d: proofs_table(d["rows"])),
+    "proofs-10s-1worker": Table("proofs-10s-1worker.json", lambda d: proofs_table(d["rows"])),
     "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
 }
 

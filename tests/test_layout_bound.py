@@ -1,8 +1,8 @@
 """The parts' LP bound of large layout graphs (``solver/layout/bound.py``): never above
 the proven optimum on random graphs cut into small parts, never below the per-op floor,
 the whole graph's LP when it is one part; cuts where the fewest tensors cross; twin parts
-solved once; parts not solved in time; a plan overflowing L1 (as a rounding can) repaired
-into a valid one."""
+solved once; parts not solved in time; a repair out of time; a part's LP started only when
+expected in time. (The repair of plans overflowing L1: ``test_layout_swaps.py``.)"""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 
 from models.layout import parse_graph
 from solver.deadline import now
-from solver.layout import BASELINES, bound, cpsat, cpsat_model, dram, lns, solve
-from solver.layout.evaluate import evaluate
+from solver.layout import BASELINES, bound, cpsat, cpsat_model, dram, lns, solve, swaps
 from solver.layout.memory import DRAM
-from solver.layout.plan import Assignment, build_plan
+from solver.layout.plan import Assignment
 from solver.layout.problem import analyze, resolve_device
 from solver.relaxation import relax
 from tests.layout_fixtures import EXAMPLES, PRESET_PAIR, ROOT, op, tensor, with_usable_l1
@@ -156,33 +155,11 @@ def _fattest(problem, fat: range | None = None) -> Assignment:
     return Assignment(list(problem.order), configs, reads, {})
 
 
-def test_a_plan_that_overflows_l1_is_repaired_into_a_valid_plan():
-    """A 24-op chain with skips on 100 kB of L1, steps 8 to 13 writing their outputs in
-    their largest L1 configuration: the repair solves the segments around the
-    overflowing steps again until none is left, and the plan passes the evaluator."""
-    n = 24
-    ops = [op("o0", "relu", ["x"], ["t0"])]
-    for k in range(1, n):
-        inputs = [f"t{k - 1}", f"t{k - 3}"] if k >= 3 and k % 3 == 0 else [f"t{k - 1}"]
-        ops.append(op(f"o{k}", "add" if len(inputs) == 2 else "gelu", inputs, [f"t{k}"]))
-    doc = {"format": "layoutsat-graph", "version": 1, "name": "skips",
-           "tensors": [tensor(n, [1, 256, 1024], "input" if n == "x" else "activation")
-                       for n in ["x", *(f"t{k}" for k in range(n))]],
-           "ops": ops, "outputs": [f"t{n - 1}"]}
-    graph = parse_graph(doc)
-    problem = analyze(graph, with_usable_l1(graph, 100_000))
-    start = _fattest(problem, range(8, 14))
-    assert len(lns.overflows(problem, start)) >= 4
-    fixed = lns.repair(problem, start, now() + 60, 0, 1)
-    assert fixed is not None and not lns.overflows(problem, fixed)
-    assert evaluate(problem, build_plan(problem, fixed, "r", 0.0)).valid
-
-
 def test_a_repair_that_runs_out_of_time_gives_nothing():
     graph = parse_graph(_chain_with_skip())
     problem = analyze(graph, with_usable_l1(graph, 60_000))
     start = _fattest(problem)
-    assert lns.overflows(problem, start)
+    assert swaps.overflows(problem, start)
     assert lns.repair(problem, start, now(), 0, 1) is None
 
 
@@ -196,7 +173,7 @@ def test_parts_not_solved_take_the_fallbacks_decisions(monkeypatch):
     first_lp = bound._solve_part(bound.part(problem, *spans[0]), now() + 30).bound_us
     later = problem.order[spans[1][0]:]
     solve_part = bound._solve_part
-    monkeypatch.setattr(bound, "_solve_part", lambda sub, deadline: None
+    monkeypatch.setattr(bound, "_solve_part", lambda sub, deadline, *clock: None
                         if sub.order[0] == later[0] else solve_part(sub, deadline))
     fallback = dram.assign(problem)
     found = bound.lower_bound(problem, now() + 30, [(2, 4)], fallback=fallback)
@@ -221,3 +198,21 @@ def test_a_short_limit_holds_and_the_bound_only_starts_what_fits(limit):
     assert plan.status == "feasible" and not plan.violations
     best = min(solve(graph, b, "wormhole_n150").total_latency_us for b in BASELINES)
     assert plan.total_latency_us <= best
+
+
+def test_a_parts_lp_is_expected_at_the_rate_timed_before_it(monkeypatch):
+    """Before any LP is timed a part's LP is expected to take ``lp_estimate_s``; after, the
+    slowest rate per variable seen times ``LP_MARGIN``; a part built with less time left
+    than that is not relaxed (its conversion cannot be interrupted)."""
+    problem = _problem(_chain_with_skip())
+    lm = cpsat_model.build(problem)
+    clock = bound._Clock()
+    assert clock.lp_s(lm) == cpsat_model.lp_estimate_s(lm)
+    variables = len(lm.model.proto.variables)
+    clock.relaxed(lm, 1e-6 * variables)
+    clock.relaxed(lm, 1e-7 * variables)  # a faster one does not lower the expectation
+    assert clock.lp_s(lm) == pytest.approx(bound.LP_MARGIN * 1e-6 * variables)
+    slow = bound._Clock(lp_rate=1.0)  # a second per variable: never in time
+    relaxed = []
+    monkeypatch.setattr(bound, "relax", lambda *args: relaxed.append(args))
+    assert bound._solve_part(problem, now() + 30, slow) is None and not relaxed

@@ -41,12 +41,12 @@ from solver.layout.plan import (
     build_plan,
     derive_copies,
     home_residency,
-    l1_usage,
     total_us,
     with_output_spills,
 )
 from solver.layout.problem import LayoutProblem, TensorInfo
 from solver.layout.repeats import Twins, batches, transplant
+from solver.layout.swaps import fit, overflows
 
 SEGMENT_SIZES = (4, 8, 16, 32)
 """Ops per segment, one size per pass over the schedule, smallest first: small rounds (about
@@ -199,21 +199,18 @@ REPAIR_REACH = (6, 12, 24)
 when a narrower segment cannot fit (a tensor still read after it holds its L1 there)."""
 
 
-def overflows(problem: LayoutProblem, a: Assignment) -> list[int]:
-    """The steps at which ``a``'s plan holds more L1 than the device has."""
-    used = l1_usage(problem, a)
-    return [k for k, b in enumerate(used) if b > problem.usable_l1 - problem.reserved_l1.get(k, 0)]
-
-
 def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
            workers: int) -> Assignment | None:
-    """``a`` with the segment around its first step where L1 overflows solved again (a
-    segment's model holds what passes through it, so its answer fits there), widened
-    until a round leaves fewer such steps, and so on; None unless the result passes the
+    """``a`` after the single-op moves of ``swaps.fit``, then with the segment around its
+    first step where L1 still overflows solved again (a segment's model holds what passes
+    through it, so its answer fits there), widened until a round leaves fewer such steps,
+    and so on; None unless the result passes the
     evaluator before ``deadline``. For plans put together from parts (``bound.py``), whose
     rounding can overflow L1, and plans that fit by sum but not by address, with room
     reserved where they do not (``solver.layout._make_room``)."""
-    over = overflows(problem, a)
+    fitted = fit(problem, a, deadline)
+    moved = [k for k, op in enumerate(problem.order) if fitted.configs[op].id != a.configs[op].id]
+    a, over = fitted, overflows(problem, fitted)
     while over:
         for reach in REPAIR_REACH:
             left = deadline - now()
@@ -232,7 +229,32 @@ def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
                 break
         else:
             return None
-    return a if evaluate(problem, build_plan(problem, a, "lns", 0.0)).valid else None
+    if not evaluate(problem, build_plan(problem, a, "lns", 0.0)).valid:
+        return None
+    return _polish(problem, a, moved, deadline, seed, workers)
+
+
+def _polish(problem: LayoutProblem, a: Assignment, steps: list[int], deadline: float,
+            seed: int, workers: int) -> Assignment:
+    """``a`` with the segment around each of ``steps`` (where ``swaps.fit`` moved an op)
+    solved again from ``a``, which fits there: a greedy move can cost more than a change
+    of several ops would."""
+    best = total_us(problem, a)
+    for k in steps:
+        lo, hi = max(0, k - REPAIR_REACH[0]), min(len(problem.order), k + REPAIR_REACH[0] + 1)
+        left = deadline - now()
+        if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
+            break
+        seg = segment(problem, a, lo, hi)
+        found = cpsat.solve_segment(seg.problem, seg.hint, min((hi - lo) * SECONDS_PER_OP, left),
+                                    seed, workers)
+        if found.assignment is None or _unchanged(seg.hint, found.assignment):
+            continue
+        candidate = lift(problem, a, seg, found.assignment)
+        total = price(problem, candidate, best)
+        if total is not None:
+            a, best = candidate, total
+    return a
 
 
 def segments(n: int, size: int) -> list[tuple[int, int]]:
