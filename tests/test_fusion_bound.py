@@ -13,16 +13,11 @@ from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.deadline import Deadline
-from solver.fusion import bound
-from solver.fusion.bound import (
-    axis_cells,
-    cover_bound,
-    forced_bound,
-    forced_traffic,
-    must_write,
-)
-from solver.fusion.closed_form import any_order_floor, peak_fits
+from solver.fusion.bound import cover, cover_bound, forced_bound
+from solver.fusion.bound.forced import forced_traffic, must_write
+from solver.fusion.bound.pricing import axis_cells
 from solver.fusion.cpsat import as_variants, cpsat_search, total
+from solver.fusion.floors import any_order_floor, peak_fits
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
@@ -121,7 +116,7 @@ def test_cover_bound_with_fillers_is_below_the_best_schedule_found(raw, mode, mo
     """With the enumeration cut short, most ops fall to fillers and the cover must still
     stay below what the search finds (must-write rows and forced traffic included), as
     must the forced traffic summed over every op (the bound the search stops at)."""
-    monkeypatch.setattr(bound, "SET_BUDGET", 2)
+    monkeypatch.setattr(cover, "SET_BUDGET", 2)
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
     found = cpsat_search(ctx, time.monotonic() + 10, seed=0, workers=1)
     value = cover_bound(ScoringContext(parse_problem(raw), Rules(reduction_cost=mode)),
@@ -155,9 +150,9 @@ def test_cover_bound_proves_the_schedule_optimal_on_small_benchmarks(name, mode,
     capacity) must be written and read back, and every k-step's loads are paid step by
     step. The bound meets the schedule, so it is optimal under SEMANTICS.md outright."""
     problem = parse_problem(json.loads((MLSYS / "benchmarks" / f"{name}.json").read_text()))
-    cover = cover_bound(ScoringContext(problem, Rules(reduction_cost=mode)),
+    found = cover_bound(ScoringContext(problem, Rules(reduction_cost=mode)),
                         time.monotonic() + 30)
-    assert cover.complete and cover.value == pytest.approx(expected)
+    assert found.complete and found.value == pytest.approx(expected)
     result = solve(problem, "cpsat", reduction_cost=mode, time_limit_s=30)
     assert result.total_latency == pytest.approx(expected)
     assert result.bound == pytest.approx(expected)

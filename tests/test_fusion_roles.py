@@ -12,15 +12,15 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
-from solver.fusion import bound
-from solver.fusion.bound import cover_bound
+from solver.fusion.bound import cover, cover_bound
+from solver.fusion.bound.roles import compute_floor_in, unpriced_compute, unpriced_roots
+from solver.fusion.bound.shared_heads import shared_operands
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import as_variants, total
+from solver.fusion.floors import least_compute
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import FusionGraph, Rules
-from solver.fusion.roles import compute_floor_in, unpriced_compute, unpriced_roots
-from solver.fusion.score import ScoringContext, least_compute
-from solver.fusion.shared_heads import shared_operands
+from solver.fusion.score import ScoringContext
 from tests.conftest import MLSYS
 from tests.fusion_cases import (
     MAX_STEPS,
@@ -97,7 +97,7 @@ def test_a_head_feeding_a_root_recomputes_once_per_tile_across():
 def test_cover_with_role_fillers_stays_below_the_optimum(raw, mode, budget, monkeypatch):
     """Whatever prefix of the op sets is priced, the cover stays below the exhaustive
     optimum over the solver's decision space (itself above the true optimum)."""
-    monkeypatch.setattr(bound, "SET_BUDGET", budget)
+    monkeypatch.setattr(cover, "SET_BUDGET", budget)
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
     best = optimum(ctx, extra=as_variants(ctx, greedy(ctx)))
     assert best is not None
@@ -112,7 +112,7 @@ def test_cover_with_role_fillers_stays_below_greedy_on_shared_weights(raw, mode,
     priced: below the greedy schedule."""
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
     sets = connected_op_sets(ctx.graph, range(ctx.problem.num_ops), 10**6).sets
-    monkeypatch.setattr(bound, "SET_BUDGET", sum(1 for s in sets if len(s) <= 2))
+    monkeypatch.setattr(cover, "SET_BUDGET", sum(1 for s in sets if len(s) <= 2))
     assert cover_bound(ctx, time.monotonic() + 10).value <= total(as_variants(ctx, greedy(ctx)))
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from models.fusion import parse_problem
 from solver.fusion.closed_form import plan_of, templates_of
 from solver.fusion.evaluate import evaluate
+from solver.fusion.floors import firing_floors, first_step_floor, load_floor
 from solver.fusion.problem import FusionGraph, Rules, legal_granularities, prologue_issue
 from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config, score_subgraph, tile_order
@@ -78,15 +79,15 @@ def test_search_floors_never_exceed_the_truth(case):
     shape = g.shape(ops)
     templates = templates_of(ctx, ops)
     trace = reference(g, ops, gran, traversal, retained_in, retained_out, ctx.rules)
-    compute = sum(max(fl, 0) for fl in templates.firing_floors(ctx, gran).values())
+    compute = sum(max(fl, 0) for fl in firing_floors(ctx, templates, gran).values())
     written = sum(g.size(t) for t in shape.outputs if t not in retained_out)
-    loads = templates.load_floor(ctx, gran, retained_in)
+    loads = load_floor(ctx, templates, gran, retained_in)
     trace_units = trace.latency * ctx.unit
     assert compute <= trace_units
     assert (loads + written) * ctx.per_element <= trace_units
     first = reference(g, ops, gran, traversal, retained_in, retained_out, ctx.rules)
     held = sum(g.size(t) for t in retained_in)
-    floor = held + templates.first_step_floor(ctx, gran, retained_in, retained_out)
+    floor = held + first_step_floor(ctx, templates, gran, retained_in, retained_out)
     # the floor is of tile 0's first step, which every order visits (raster and snake, the
     # searched orders, start there): so no order that breaks it can fit, custom ones included
     ws_first = simulate(g, shape, gran, [0], retained_in, retained_out, ctx.rules,
@@ -94,7 +95,8 @@ def test_search_floors_never_exceed_the_truth(case):
     assert floor <= ws_first
     assert floor <= trace.ws_peak
     # best_config rules a subgraph out when even the least tile cannot fit its first step
-    assert held + templates.first_step_floor(ctx, (1, 1, 1), retained_in, retained_out) <= floor
+    assert held + first_step_floor(ctx, templates, (1, 1, 1), retained_in,
+                                   retained_out) <= floor
     assert first.latency == trace.latency
 
 

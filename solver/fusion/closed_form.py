@@ -26,6 +26,9 @@ class of its own and each tile's k-loop is cut around its coincident k-step; in 
 the k-step slice takes the tile slice's identity, a coincident firing is charged once at
 the cost of the first firing in the reference's derivation order, and on entering a tile
 the slices are compared concretely with the previous tile's last step.
+
+This module is the exact scorer only; the lower bounds drawn from the same templates and
+plans (what the search prunes with and the cover bound prices with) are in ``floors.py``.
 """
 
 from __future__ import annotations
@@ -57,53 +60,9 @@ def closed_form(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
                 traversal: Traversal, resident: frozenset[int], kept: frozenset[int]
                 ) -> tuple[int, int]:
     """(latency in ``ctx`` units, peak working set) of a structurally valid subgraph."""
-    span = _Run(plan_of(ctx, ops, gran), resident, kept).traverse(traversal)
+    span = Run(plan_of(ctx, ops, gran), resident, kept).traverse(traversal)
     assert span.peak is not None
     return span.latency, span.peak
-
-
-def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
-                    resident: frozenset[int], kept: frozenset[int]) -> int | None:
-    """A lower bound on the latency of every traversal, custom ones included (None on a
-    plan with prone axes, where a tile's predecessor would have to be named).
-
-    Only a tile's first k-step depends on the order, through the step before it: the last
-    step of another tile, in its row, its column or neither. Each tile is priced entered
-    from each of those with every slice and whole tensor any step can hold present; a
-    step's loads only fall as more is present, so that is the least any order pays.
-    """
-    plan = plan_of(ctx, ops, gran)
-    if plan.prone_rows or plan.prone_cols:
-        return None
-    run = _Run(plan, resident, kept)
-    everything: State = (sum(plan.load_bit.values()),
-                         sum(run.bits[t] for t in plan.full if t in run.bits), (-1, -1))
-    if plan.ntr == plan.ntc == 1:
-        return run.tile(0, 0, (False, False), START).latency
-    entries = [rel for rel, possible in ((ALONG_ROW, plan.ntc > 1),
-                                         (ALONG_COLUMN, plan.ntr > 1),
-                                         ((False, False), plan.ntr > 1 and plan.ntc > 1))
-               if possible]
-    rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
-    cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
-    return sum((r1 - r0) * (c1 - c0)
-               * min(run.tile(ri, ci, rel, everything).latency for rel in entries)
-               for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
-
-
-def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
-              resident: frozenset[int], kept: frozenset[int], room: int) -> bool:
-    """Whether the peak working set of some traversal may fit in ``room``, without the
-    resident tensors (as ``Templates.first_step_floor``): every step entered with nothing
-    present fits, since a step holds its own slices whatever came before and only keeps
-    more whole from a step before. Stops at the first step that cannot (each tile's last
-    k-step first: outputs and retained tiles peak there)."""
-    plan = plan_of(ctx, ops, gran)
-    run = _Run(plan, resident, kept)
-    room += sum(ctx.graph.size(t) for t in resident)
-    return all((run.step(ri, ci, ki, IN_TILE, START).peak or 0) <= room
-               for ri in range(len(plan.row_starts)) for ci in range(len(plan.col_starts))
-               for ki in reversed(range(len(plan.k_runs(ri, ci)[0]))))
 
 
 def plan_of(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity) -> Plan:
@@ -174,136 +133,16 @@ class Templates:
         for t in shape.outputs:
             if not g.is_matmul(shape.producer[t]):
                 require(t, "T", "T", "pw", self._seed(_Seed(None, p.heights[t], p.widths[t])))
-        self._root_depths = [g.reduction_length(s.root) for s in self.seeds if s.root is not None]
-        self._root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
-        self._by_tensor: dict[int, dict[str, list[tuple[str, str, int]]]] = {}
+        # indexes the floors read (``floors.first_step_floor``)
+        self.root_depths = [g.reduction_length(s.root) for s in self.seeds if s.root is not None]
+        self.root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
+        self.by_tensor: dict[int, dict[str, list[tuple[str, str, int]]]] = {}
         for (t, role, r, c), seeds in self.loads.items():
-            self._by_tensor.setdefault(t, {}).setdefault(role, []).append((r, c, seeds))
+            self.by_tensor.setdefault(t, {}).setdefault(role, []).append((r, c, seeds))
 
     def _seed(self, seed: _Seed) -> int:
         self.seeds.append(seed)
         return 1 << (len(self.seeds) - 1)
-
-    def firing_floors(self, ctx: ScoringContext, gran: Granularity,
-                      least_k: int | None = None) -> dict[int, int]:
-        """Per op, compute (in ``ctx`` units) its firings cost at ``gran`` at the least:
-        every firing of a template over all steps where a seed of it is active, at the
-        proportional (streamed) rate; identical firings of one op are charged once, so an
-        op pays at least its costliest template (S8). This sees what tile counts miss: an
-        upstream MatMul of a chain is recomputed in every k-step.
-
-        With ``least_k``, a floor for every k in ``[least_k, k]`` (same specs): tile and
-        k-step counts only fall as w, h and k grow, but a firing streamed on both axes
-        grows with k, so that one is taken at its least over the range."""
-        w, h, k = gran
-        depths = range(least_k or k, k + 1)
-        p, g = ctx.problem, ctx.graph
-        out: dict[int, int] = {}
-        for (q, r, c, red), seeds in self.firings.items():
-            target = p.outputs[q][0]
-            rows, cols = p.heights[target], p.widths[target]
-            r, c = _spec(r, rows, h, k)[0], _spec(c, cols, w, k)[0]
-            best = 0
-            for i, s in enumerate(self.seeds):
-                if not seeds >> i & 1:
-                    continue
-                ntr, ntc = ceil_div(s.height, h), ceil_div(s.width, w)
-                steps = ceil_div(g.reduction_length(s.root), k) if s.root is not None else 1
-                # sum over tiles and k-steps of the firing's rows x columns: a tile axis
-                # sums to its extent, a k-step axis sums to its extent once per tile, a
-                # whole axis is its extent in every tile and step
-                if r == c == "K":
-                    area = min((rows // d) * d * d + (rows % d) ** 2 for d in depths) \
-                        * ntr * ntc
-                else:
-                    area = rows * cols * (ntr if r != "T" else 1) * (ntc if c != "T" else 1)
-                    if "K" not in (r, c) and red != "K":
-                        area *= steps
-                depth = (ctx.reduction_units(q, g.reduction_length(q)) if red is not None
-                         else ctx.reduction_den)
-                best = max(best, ctx.base_units[q] * area * depth)
-            out[q] = max(out.get(q, 0), best)
-        return out
-
-    def first_step_floor(self, ctx: ScoringContext, gran: Granularity,
-                         resident: frozenset[int], kept: frozenset[int]) -> int:
-        """A lower bound on the working set of the first step (tile 0, k-step 0), without
-        the previous subgraph's retained tensors, that needs no ``Plan``: slices of one
-        tensor and role that a prone coincidence might merge count as their largest."""
-        w, h, k = gran
-        p = ctx.problem
-        nks = max((ceil_div(depth, k) for depth in self._root_depths), default=1)
-        active = (1 << len(self.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
-            else self._root_seeds
-        ws = sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in self.shape.outputs)
-        if ctx.rules.retained_output_ws == "accumulate":
-            ws += sum(ctx.graph.size(t) for t in kept if t in self.shape.ephemerals)
-        for t, roles in self._by_tensor.items():
-            if t in resident:
-                continue
-            height, width = p.heights[t], p.widths[t]
-            # a spec normalized to this granularity, with its slice's extent on that axis
-            row_of = {"T": ("T", h) if h < height else ("F", height),
-                      "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
-            col_of = {"T": ("T", w) if w < width else ("F", width),
-                      "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
-            adds, whole = 0, False
-            for found in roles.values():
-                specs: dict[tuple[str, str], int] = {}
-                for r, c, seeds in found:
-                    if seeds & active:
-                        (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
-                        specs[rows, cols] = n_rows * n_cols
-                if not specs:
-                    continue
-                if ("F", "F") in specs:
-                    whole = True  # the whole tensor: its other roles' slices are in it
-                    break
-                if len(specs) == 1:
-                    adds += next(iter(specs.values()))
-                    continue
-                rows = {r for r, _ in specs}
-                cols = {c for _, c in specs}
-                merged = {"T", "K"} <= rows or {"T", "K"} <= cols
-                adds += max(specs.values()) if merged else sum(specs.values())
-            ws += height * width if whole else adds
-        return ws
-
-    def load_floor(self, ctx: ScoringContext, gran: Granularity, resident: frozenset[int]) -> int:
-        """Elements any schedule at ``gran`` loads from slow memory (a lower bound, S11).
-
-        Every boundary input is loaded whole at least once. A slice on a k-step range is
-        never present in the step before (that one had another k-step), so unless the
-        tensor is also required whole or a tile range may coincide with it, its k-loop
-        loads the whole tensor again in every tile row (column) its rows (columns) do not
-        follow.
-        """
-        w, h, k = gran
-        p = ctx.problem
-        by_tensor: dict[int, dict[tuple[str, str, str], int]] = {}
-        for (t, role, r, c), seeds in self.loads.items():
-            if t not in resident:
-                key = (role, _spec(r, p.heights[t], h, k)[0], _spec(c, p.widths[t], w, k)[0])
-                found = by_tensor.setdefault(t, {})
-                found[key] = found.get(key, 0) | seeds
-        total = 0
-        for t, templates in by_tensor.items():
-            size = p.heights[t] * p.widths[t]
-            rows = {r for _, r, _ in templates}
-            cols = {c for _, _, c in templates}
-            if ("F", "F") in {(r, c) for _, r, c in templates} or {"T", "K"} <= rows \
-                    or {"T", "K"} <= cols:
-                total += size
-                continue
-            swept = 0
-            for (_, r, c), seeds in templates.items():
-                if "K" in (r, c) and (r, c) != ("K", "K"):
-                    swept += size * max(
-                        (ceil_div(s.height, h) if r != "T" else 1)
-                        * (ceil_div(s.width, w) if c != "T" else 1)
-                        for i, s in enumerate(self.seeds) if seeds >> i & 1)
-            total += max(size, swept)
-        return total
 
 
 # ---------------------------------------------------------------------------------------
@@ -355,8 +194,8 @@ class Plan:
         partial: dict[LoadKey, int] = {}
         for (t, role, r, c), seeds in tpl.loads.items():
             # a load does not care how a whole extent arose: Fs and Fk are both F
-            rows = _spec(r, p.heights[t], self.h, self.k)[0]
-            cols = _spec(c, p.widths[t], self.w, self.k)[0]
+            rows = normal_spec(r, p.heights[t], self.h, self.k)[0]
+            cols = normal_spec(c, p.widths[t], self.w, self.k)[0]
             if rows == cols == "F":
                 self.full[t] = self.full.get(t, 0) | seeds
             else:
@@ -368,8 +207,8 @@ class Plan:
         merged: dict[tuple, tuple[int, dict[int, int]]] = {}
         for (q, r, c, red), seeds in tpl.firings.items():
             out = p.outputs[q][0]
-            key = (q, _spec(r, p.heights[out], self.h, self.k),
-                   _spec(c, p.widths[out], self.w, self.k), red)
+            key = (q, normal_spec(r, p.heights[out], self.h, self.k),
+                   normal_spec(c, p.widths[out], self.w, self.k), red)
             old_seeds, old_order = merged.get(key, (0, {}))
             order = dict(old_order)
             for i, pos in tpl.order[q, r, c, red].items():
@@ -592,7 +431,7 @@ def _load_bits(partial: dict[LoadKey, int], prone_rows: bool, prone_cols: bool
     return {key: 1 << i for i, key in enumerate(sorted(set(keys)))}
 
 
-def _spec(raw: str, extent: int, tile: int, k: int) -> str:
+def normal_spec(raw: str, extent: int, tile: int, k: int) -> str:
     """Normalize a spec for a granularity: a tile or k-step covering the extent is whole.
 
     ``Fs`` is a whole extent that is spatial (paid in native tiles), ``Fk`` one reached by
@@ -659,7 +498,7 @@ def _repeat(unit: Callable[[State], Span], span: Span, n: int) -> Span:
     return span
 
 
-class _Run:
+class Run:
     """A plan with a given retention: steps, tiles and traversals, memoized by class."""
 
     def __init__(self, plan: Plan, resident: frozenset[int], kept: frozenset[int]):

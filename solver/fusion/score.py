@@ -4,7 +4,8 @@
 one granularity, traversal and retention, memoized per problem in a ``ScoringContext``.
 It uses the closed form (``closed_form.py``), which the tests prove equal to the literal
 simulation (``simulate.py``).
-``best_config`` searches the legal granularities and traversals for the fastest that fits.
+``best_config`` searches the legal granularities and traversals for the fastest that fits,
+in increasing order of their floors (``floors.py``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ from solver.fusion.closed_form import (
     Granularity,
     Traversal,
     closed_form,
-    peak_fits,
     plan_of,
     templates_of,
 )
 from solver.fusion.context import ScoringContext, ScoringTimeout
-from solver.fusion.problem import SubgraphShape, ceil_div, prologue_issue
+from solver.fusion.floors import (
+    firing_floors,
+    first_step_floor,
+    floor_shape,
+    load_floor,
+    op_floor,
+    op_weight,
+    peak_fits,
+    tile_area,
+)
+from solver.fusion.problem import SubgraphShape, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
@@ -139,7 +149,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
     the wait."""
     templates = templates_of(ctx, shape.ops)
-    if held + templates.first_step_floor(ctx, (1, 1, 1), resident, kept) > ctx.capacity:
+    if held + first_step_floor(ctx, templates, (1, 1, 1), resident, kept) > ctx.capacity:
         return None  # the first step's working set only grows with w, h and k
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
     loaded_resident = resident & frozenset(shape.inputs)
@@ -159,12 +169,12 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         compute = computes.get(gran)
         if compute is None:
             w, h, _ = gran
-            firings = templates.firing_floors(ctx, gran)
+            firings = firing_floors(ctx, templates, gran)
             compute = computes[gran] = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0))
                                            for q in shape.ops)
         load = loads.get(gran)
         if load is None:
-            load = loads[gran] = templates.load_floor(ctx, gran, resident)
+            load = loads[gran] = load_floor(ctx, templates, gran, resident)
         traffic = (load + written) * ctx.per_element
         heapq.heappush(waiting, (max(compute, traffic), rank, gran))
 
@@ -178,7 +188,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
         fitted = False
-        if held + templates.first_step_floor(ctx, gran, resident, kept) <= ctx.capacity:
+        if held + first_step_floor(ctx, templates, gran, resident, kept) <= ctx.capacity:
             plan = plan_of(ctx, shape.ops, gran)
             orders: tuple[TraversalName, ...] = ("raster",)
             if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
@@ -229,7 +239,7 @@ def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
 
         def first_fits(value: int) -> bool:
             trial = at(value)
-            return held + templates.first_step_floor(ctx, trial, resident, kept) <= ctx.capacity
+            return held + first_step_floor(ctx, templates, trial, resident, kept) <= ctx.capacity
 
         def all_fit(value: int) -> bool:
             return peak_fits(ctx, shape.ops, at(value), resident, kept, ctx.capacity - held)
@@ -270,14 +280,15 @@ def _candidates(ctx: ScoringContext, shape: SubgraphShape
     largest first (the search pops from the end)."""
     groups: dict[tuple[int, int, bool], int] = {}  # ops with one output shape share a factor
     for q in shape.ops:
-        key = _floor_shape(ctx, shape, q)
+        key = floor_shape(ctx, shape, q)
         groups[key] = groups.get(key, 0) + op_weight(ctx, q)
     computes: dict[tuple[int, int], int] = {}
     out = []
     for gran in ctx.granularities(shape.ops):
         w, h, _ = gran
         if (w, h) not in computes:
-            computes[w, h] = sum(weight * _area(ctx, key, w, h) for key, weight in groups.items())
+            computes[w, h] = sum(weight * tile_area(ctx, key, w, h)
+                                 for key, weight in groups.items())
         out.append((computes[w, h], _tie_rank(gran), gran))
     return sorted(out, reverse=True)
 
@@ -285,62 +296,3 @@ def _candidates(ctx: ScoringContext, shape: SubgraphShape
 def _tie_rank(gran: Granularity) -> tuple[int, int, int]:
     w, h, k = gran
     return -w * h, -k, -w
-
-
-def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
-    """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
-    return op_weight(ctx, q) * _area(ctx, _floor_shape(ctx, shape, q), w, h)
-
-
-def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[int, int], int]:
-    """``op_floor`` of ``q`` at any ``w x h``, shared by every op set where ``q`` fires the
-    same way (the lower bound asks it of thousands of op sets)."""
-    key = _floor_shape(ctx, shape, q)
-    table: dict[tuple[int, int], int] = ctx.memo("op floors", (q, key[2]), dict)
-
-    def at(w: int, h: int) -> int:
-        found = table.get((w, h))
-        if found is None:
-            found = table[w, h] = op_floor(ctx, shape, q, w, h)
-        return found
-
-    return at
-
-
-def least_compute(ctx: ScoringContext, q: int) -> int:
-    """Compute op ``q`` pays in any subgraph, in ``ctx`` units: its whole output at its
-    area share (S8)."""
-    out = ctx.problem.outputs[q][0]
-    return op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
-
-
-def _floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
-    """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
-    subgraph output fire once on every tile, paying whole native tiles; every other op
-    pays at least its area share."""
-    out = ctx.problem.outputs[q][0]
-    tiled = q in shape.roots or any(t in shape.outputs for t in ctx.problem.outputs[q])
-    return ctx.problem.heights[out], ctx.problem.widths[out], tiled
-
-
-def op_weight(ctx: ScoringContext, q: int) -> int:
-    """Base cost times the reduction factor of a whole K (MatMuls), per unit of area."""
-    g = ctx.graph
-    depth = (ctx.reduction_units(q, g.reduction_length(q)) if g.is_matmul(q)
-             else ctx.reduction_den)
-    return ctx.base_units[q] * depth
-
-
-def _area(ctx: ScoringContext, key: tuple[int, int, bool], w: int, h: int) -> int:
-    """Area of an output in 1/(nh*nw) native tiles: padded to whole native tiles per tile
-    when the op fires on tiles, its exact share otherwise."""
-    rows, cols, tiled = key
-    if not tiled:
-        return rows * cols
-    return _padded(rows, h, ctx.nh) * ctx.nh * _padded(cols, w, ctx.nw) * ctx.nw
-
-
-def _padded(extent: int, tile: int, native: int) -> int:
-    """Native tiles paid along one axis when ``extent`` is cut into tiles of ``tile``."""
-    full, rest = divmod(extent, tile)
-    return full * ceil_div(tile, native) + (ceil_div(rest, native) if rest else 0)

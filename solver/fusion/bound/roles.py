@@ -23,8 +23,8 @@ from collections.abc import Collection
 
 from solver.fusion.candidates import connected_op_sets, tensor_neighbours
 from solver.fusion.context import ScoringContext
+from solver.fusion.floors import least_compute
 from solver.fusion.problem import SubgraphShape, ceil_div, matmuls_fed
-from solver.fusion.score import least_compute
 
 
 def compute_floor_in(ctx: ScoringContext, shape: SubgraphShape, q: int) -> int | None:

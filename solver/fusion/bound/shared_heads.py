@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import floor as floor_int
 
+from solver.fusion.bound.roles import needs_too_big_operand
 from solver.fusion.context import ScoringContext
+from solver.fusion.floors import op_weight
 from solver.fusion.problem import ceil_div
-from solver.fusion.roles import needs_too_big_operand
-from solver.fusion.score import op_weight
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,281 @@
+"""What one connected op set costs at the least, for every arrival (``price``).
+
+A subgraph runs a connected op set with some tensors resident from the previous subgraph
+and some outputs kept for the next (an *arrival*). For each arrival, the least latency any
+granularity and traversal can give is bounded from below: all integers ``1..native`` on each
+axis that S6.4 allows, not only the tiles the search tries. Each axis is cut into single
+values (powers of two, the cap, every extent of the op set, where specs change) and the
+open ranges between them; cells are searched best first and split where they hold the
+least floor (``least``). A single-value cell is priced exactly per step
+(``floors.any_order_floor``) and checked against the capacity at every step
+(``floors.peak_fits``); a range at its favourable ends: counts and traffic at the largest
+values (they only fall as tiles grow), working set at the smallest (it only grows).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from math import floor as floor_int
+
+from solver.deadline import charge, now
+from solver.fusion.closed_form import Granularity, templates_of
+from solver.fusion.context import ScoringContext
+from solver.fusion.floors import (
+    any_order_floor,
+    firing_floors,
+    first_step_floor,
+    load_floor,
+    op_floors,
+    peak_fits,
+)
+from solver.fusion.problem import SubgraphShape, prologue_feeds
+
+QUICK_SPLITS = 16
+"""Range cells split at most, per op set and arrival, before the least floor stands, for
+every op set (``cover.REFINE_FACTOR`` times more for each refinement)."""
+FIRST_STEP_S, FLOOR_S, PEAK_S, OP_SET_S = 5e-6, 1e-5, 5.6e-5, 1.1e-3
+"""Deterministic seconds charged to a deterministic solve's work clock per first step
+checked against the capacity, per cell floor, per single value checked at its peak and per
+op set priced. Fitted to the wall time of pricing the op sets of every public benchmark in
+both modes (reference machine, one core): within 0.6-1.7x of it on each, but for 7
+``per_native_k`` (3.9x, of 0.15 s). A clock tick per op set priced, as before, charged 13
+``per_op`` a seventeenth of its 26 ms an op set, and its deterministic solves ran into the
+wall-clock backstop at 30 s."""
+MAX_ARRIVALS = 16
+"""Resident-input and retained-output choices that fit the capacity priced one by one per
+op set; beyond it one relaxed price stands for all of them."""
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A connected op set run with ``resident`` inputs and ``kept`` outputs, at the least
+    latency (``units``, in the context's unit) any schedule can give it. A ``relaxed`` one
+    stands for every arrival at once: it may keep or write any output, loads nothing
+    produced elsewhere, and is charged no retained capacity."""
+
+    ops: tuple[int, ...]
+    resident: frozenset[int]
+    kept: frozenset[int]
+    units: int
+    relaxed: bool = False
+    exact: bool = True
+    """The least floor over single granularities; else a range's floor, below it."""
+    splits: int = QUICK_SPLITS
+    """The split budget it was priced with."""
+
+
+def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced]:
+    """Every arrival of ``ops`` that some granularity fits, at its least latency (found
+    with at most ``splits`` range splits each)."""
+    shape = ctx.shape(ops)
+    made_elsewhere = [t for t in shape.inputs if t not in ctx.graph.graph_inputs]
+    arrivals = _arrivals(ctx, made_elsewhere, shape.outputs)
+    everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
+    charge(OP_SET_S)
+    out = []
+    for resident, kept, relaxed in [everything] if arrivals is None else \
+            [(resident, kept, False) for resident, kept in arrivals]:
+        found = least(ctx, shape, resident, kept, relaxed, splits)
+        if found is not None:
+            out.append(Priced(ops, resident, kept, found[0], relaxed, found[1]))
+    return out
+
+
+def _arrivals(ctx: ScoringContext, made_elsewhere: Sequence[int], outputs: Sequence[int]
+              ) -> list[tuple[frozenset[int], frozenset[int]]] | None:
+    """Every (resident inputs, retained outputs) whose tensors fit the capacity together
+    (resident ones are held throughout; retained ones, under the accumulate rule, whole in
+    the last step), None if more than ``MAX_ARRIVALS`` do."""
+    size = ctx.graph.size
+    held_when_kept = ctx.rules.retained_output_ws == "accumulate"
+    items = [(t, True) for t in made_elsewhere] + [(t, False) for t in outputs]
+    found: list[tuple[frozenset[int], frozenset[int]]] = []
+
+    def extend(i: int, held: int, resident: frozenset[int], kept: frozenset[int]) -> bool:
+        """Appends every fitting extension of the choice so far; False past the limit."""
+        if i == len(items):
+            found.append((resident, kept))
+            return len(found) <= MAX_ARRIVALS
+        if not extend(i + 1, held, resident, kept):
+            return False
+        t, is_input = items[i]
+        more = held + (size(t) if is_input or held_when_kept else 0)
+        if more > ctx.capacity:
+            return True
+        return extend(i + 1, more, resident | {t}, kept) if is_input \
+            else extend(i + 1, more, resident, kept | {t})
+
+    return found if extend(0, 0, frozenset(), frozenset()) else None
+
+
+Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+"""``[lo, hi]`` ranges of w, h and k."""
+
+
+def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
+           kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None
+           ) -> tuple[int, bool] | None:
+    """The least latency over every granularity that may fit and whether it is exact (not
+    a range's floor), None if none can.
+
+    Best first: cells wait in a heap under a floor (first their tile compute, then their
+    priced floor, then, for single values, the exact per-step floor); the cheapest is
+    priced, split in two along its widest range, or, once exact, is the answer, since
+    every other cell's floor is at least as high. A range is priced at its favourable
+    ends, so a wide one can look cheaper than any value in it; splitting removes that.
+    Past ``splits`` splits or ``deadline`` the heap's least floor is returned (still a
+    bound). The work is charged to the running solve's clock (``FIRST_STEP_S``)."""
+    size = ctx.graph.size
+    held = 0 if relaxed else sum(size(t) for t in resident)
+    if not relaxed and ctx.rules.retained_output_ws == "accumulate":
+        # in its last step a subgraph holds every output it retains, whole
+        if held + sum(size(t) for t in kept) > ctx.capacity:
+            return None
+    ws_kept = frozenset() if relaxed else kept
+    written = sum(size(t) for t in shape.outputs if t not in kept) * ctx.per_element
+    templates = templates_of(ctx, shape.ops)
+    spatial, depths, compute_of, feeds = _cells(ctx, shape)
+
+    room = floor_int(ctx.capacity) - held  # working sets are whole elements
+    fitting: dict[Granularity, bool] = {}
+
+    def fits(w: int, h: int, k: int) -> bool:
+        """Whether a first step at these values may fit (cells share corners: memoized)."""
+        found = fitting.get((w, h, k))
+        if found is None:
+            found = fitting[w, h, k] = \
+                first_step_floor(ctx, templates, (w, h, k), resident, ws_kept) <= room
+        return found
+
+    floors = peaks = 0  # the work done, besides the first steps checked (``fitting``)
+
+    def floor(cell: Cell) -> tuple[int, Cell] | None:
+        """The cell's floor and the cell cut to the values whose first step may fit (the
+        working set grows on every axis), None if none does or S6.4 rules all out."""
+        nonlocal floors
+        floors += 1
+        (w0, w1), (h0, h1), (k0, k1) = cell
+        if not _allowed(cell, feeds) or not fits(w0, h0, k0):
+            return None
+        if not fits(w1, h1, k1):
+            bounds = [w1, h1, k1]
+            for axis in range(3):
+                lo, hi = cell[axis]
+                least = [w0, h0, k0]
+                while lo < hi:
+                    least[axis] = mid = (lo + hi + 1) // 2
+                    lo, hi = (mid, hi) if fits(*least) else (lo, mid - 1)
+                bounds[axis] = hi
+            w1, h1, k1 = bounds
+            cell = ((w0, w1), (h0, h1), (k0, k1))
+            if not _allowed(cell, feeds):
+                return None
+        return max(compute_of((w1, h1, k1), k0),
+                   load_floor(ctx, templates, (w1, h1, k1), resident) * ctx.per_element
+                   + written), cell
+
+    PRICED, EXACT = 1, 0  # at equal floors the exact one pops first
+    heap: list[tuple[int, int, Cell]] = []
+    next_start = 0  # spatial cells taken
+    try:
+        while heap or next_start < len(spatial):
+            if next_start < len(spatial) and (not heap or spatial[next_start][0] <= heap[0][0]):
+                # starting cells join the heap in order of their tile compute, a floor of theirs
+                _, w, h = spatial[next_start]
+                for k in depths:
+                    if (priced := floor((w, h, k))) is not None:
+                        heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+                next_start += 1
+                continue
+            units, stage, cell = heapq.heappop(heap)
+            if stage == EXACT:
+                return units, True
+            widest = max(range(3), key=lambda axis: cell[axis][1] - cell[axis][0])
+            lo, hi = cell[widest]
+            if lo == hi:
+                gran = (cell[0][0], cell[1][0], cell[2][0])
+                peaks += 1
+                if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
+                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
+                    heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
+                continue
+            if splits == 0 or (deadline is not None and now() > deadline):
+                return units, False
+            splits -= 1
+            mid = (lo + hi) // 2
+            for half in ((lo, mid), (mid + 1, hi)):
+                part = (*cell[:widest], half, *cell[widest + 1:])
+                if (priced := floor(part)) is not None:  # type: ignore[arg-type]
+                    heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+        return None
+    finally:
+        charge(len(fitting) * FIRST_STEP_S + floors * FLOOR_S + peaks * PEAK_S)
+
+
+Feeds = list[tuple[int, int]]
+"""(K, axis) of every root operand S6.4 constrains: axis 0 (w) for an LHS, 1 (h) for an RHS."""
+
+
+def _allowed(cell: Cell, feeds: Feeds) -> bool:
+    """S6.4: a split-K root fed by a Pointwise op of the set needs w (LHS) or h (RHS) >= K;
+    whether some value of the cell may meet it."""
+    return not any(cell[2][1] < big_k and cell[axis][1] < big_k for big_k, axis in feeds)
+
+
+Spatial = list[tuple[int, tuple[int, int], tuple[int, int]]]
+Cells = tuple[Spatial, list[tuple[int, int]], Callable[[Granularity, int], int], Feeds]
+
+
+def _cells(ctx: ScoringContext, shape: SubgraphShape) -> Cells:
+    """The starting cells of an op set (memoized): ranges of w and h with the tile compute
+    of their ops at their largest values, cheapest first, ranges of k, the compute floor of
+    any cell (given its largest values and least k) and the set's ``Feeds``. Their products
+    cover every w <= nw, h <= nh and k <= min(nk, every K) (S9, S2.5); k is one value for
+    a Pointwise-only set (S9: ignored). Each axis is cut at its powers of two, cap and
+    extents (``axis_cells``)."""
+
+    def make() -> Cells:
+        p, g = ctx.problem, ctx.graph
+        tensors = shape.consumed | shape.produced
+        cuts = {p.heights[t] for t in tensors} | {p.widths[t] for t in tensors}
+        matmuls = [q for q in shape.ops if g.is_matmul(q)]
+        cuts |= {g.reduction_length(q) for q in matmuls}
+        floors = [op_floors(ctx, shape, q) for q in shape.ops]
+        deepest = min([ctx.nk] + [g.reduction_length(q) for q in matmuls])
+        depths = axis_cells(deepest, cuts) if matmuls else [(1, 1)]
+        feeds = [(g.reduction_length(q), 0 if side == "LHS" else 1)
+                 for q, side, _, _ in prologue_feeds(g, shape)]
+        spatial = sorted((sum(at(w[1], h[1]) for at in floors), w, h)
+                         for w in axis_cells(ctx.nw, cuts) for h in axis_cells(ctx.nh, cuts)
+                         ) if _allowed(((1, ctx.nw), (1, ctx.nh), depths[-1]), feeds) else []
+        templates = templates_of(ctx, shape.ops)
+        found: dict[tuple[Granularity, int], int] = {}
+
+        def compute_of(gran: Granularity, least_k: int) -> int:
+            if (gran, least_k) not in found:
+                w, h, _ = gran
+                firings = firing_floors(ctx, templates, gran, least_k=least_k)
+                found[gran, least_k] = sum(max(at(w, h), firings.get(q, 0))
+                                           for q, at in zip(shape.ops, floors, strict=True))
+            return found[gran, least_k]
+
+        return spatial, depths, compute_of, feeds
+
+    return ctx.memo("bound cells", shape.ops, make)
+
+
+def axis_cells(cap: int, cuts: set[int]) -> list[tuple[int, int]]:
+    """``[lo, hi]`` ranges covering ``1..cap`` exactly once: every power of two, ``cap`` and
+    each cut alone (a spec changes where a tile reaches an extent), the rest between."""
+    points = sorted({1 << i for i in range(cap.bit_length()) if 1 << i <= cap} | {cap}
+                    | {c for c in cuts if 1 <= c <= cap})
+    out: list[tuple[int, int]] = []
+    previous = 0
+    for point in points:
+        if point - previous > 1:
+            out.append((previous + 1, point - 1))
+        out.append((point, point))
+        previous = point
+    return out

@@ -1,0 +1,257 @@
+"""Lower bounds on one subgraph's latency and working set, cheaper than its exact score
+(``closed_form.py``): what the best-config search prunes with (``score.py``) and what the
+cover bound prices op sets with (``bound/``).
+
+* per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``);
+* from a subgraph's templates: its firings' compute (``firing_floors``), the elements it
+  must load (``load_floor``) and its first step's working set (``first_step_floor``), none
+  of which needs a ``Plan``;
+* from a plan's steps: the least latency of every traversal (``any_order_floor``) and
+  whether some traversal's peak may fit (``peak_fits``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from solver.fusion.closed_form import (
+    ALONG_COLUMN,
+    ALONG_ROW,
+    IN_TILE,
+    START,
+    Granularity,
+    Run,
+    State,
+    Templates,
+    normal_spec,
+    plan_of,
+)
+from solver.fusion.context import ScoringContext
+from solver.fusion.problem import SubgraphShape, ceil_div
+
+
+def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
+                    resident: frozenset[int], kept: frozenset[int]) -> int | None:
+    """A lower bound on the latency of every traversal, custom ones included (None on a
+    plan with prone axes, where a tile's predecessor would have to be named).
+
+    Only a tile's first k-step depends on the order, through the step before it: the last
+    step of another tile, in its row, its column or neither. Each tile is priced entered
+    from each of those with every slice and whole tensor any step can hold present; a
+    step's loads only fall as more is present, so that is the least any order pays.
+    """
+    plan = plan_of(ctx, ops, gran)
+    if plan.prone_rows or plan.prone_cols:
+        return None
+    run = Run(plan, resident, kept)
+    everything: State = (sum(plan.load_bit.values()),
+                         sum(run.bits[t] for t in plan.full if t in run.bits), (-1, -1))
+    if plan.ntr == plan.ntc == 1:
+        return run.tile(0, 0, (False, False), START).latency
+    entries = [rel for rel, possible in ((ALONG_ROW, plan.ntc > 1),
+                                         (ALONG_COLUMN, plan.ntr > 1),
+                                         ((False, False), plan.ntr > 1 and plan.ntc > 1))
+               if possible]
+    rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
+    cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
+    return sum((r1 - r0) * (c1 - c0)
+               * min(run.tile(ri, ci, rel, everything).latency for rel in entries)
+               for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
+
+
+def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
+              resident: frozenset[int], kept: frozenset[int], room: int) -> bool:
+    """Whether the peak working set of some traversal may fit in ``room``, without the
+    resident tensors (as ``first_step_floor``): every step entered with nothing
+    present fits, since a step holds its own slices whatever came before and only keeps
+    more whole from a step before. Stops at the first step that cannot (each tile's last
+    k-step first: outputs and retained tiles peak there)."""
+    plan = plan_of(ctx, ops, gran)
+    run = Run(plan, resident, kept)
+    room += sum(ctx.graph.size(t) for t in resident)
+    return all((run.step(ri, ci, ki, IN_TILE, START).peak or 0) <= room
+               for ri in range(len(plan.row_starts)) for ci in range(len(plan.col_starts))
+               for ki in reversed(range(len(plan.k_runs(ri, ci)[0]))))
+
+
+def firing_floors(ctx: ScoringContext, tpl: Templates, gran: Granularity,
+                  least_k: int | None = None) -> dict[int, int]:
+    """Per op, compute (in ``ctx`` units) its firings cost at ``gran`` at the least:
+    every firing of a template over all steps where a seed of it is active, at the
+    proportional (streamed) rate; identical firings of one op are charged once, so an
+    op pays at least its costliest template (S8). This sees what tile counts miss: an
+    upstream MatMul of a chain is recomputed in every k-step.
+
+    With ``least_k``, a floor for every k in ``[least_k, k]`` (same specs): tile and
+    k-step counts only fall as w, h and k grow, but a firing streamed on both axes
+    grows with k, so that one is taken at its least over the range."""
+    w, h, k = gran
+    depths = range(least_k or k, k + 1)
+    p, g = ctx.problem, ctx.graph
+    out: dict[int, int] = {}
+    for (q, r, c, red), seeds in tpl.firings.items():
+        target = p.outputs[q][0]
+        rows, cols = p.heights[target], p.widths[target]
+        r, c = normal_spec(r, rows, h, k)[0], normal_spec(c, cols, w, k)[0]
+        best = 0
+        for i, s in enumerate(tpl.seeds):
+            if not seeds >> i & 1:
+                continue
+            ntr, ntc = ceil_div(s.height, h), ceil_div(s.width, w)
+            steps = ceil_div(g.reduction_length(s.root), k) if s.root is not None else 1
+            # sum over tiles and k-steps of the firing's rows x columns: a tile axis
+            # sums to its extent, a k-step axis sums to its extent once per tile, a
+            # whole axis is its extent in every tile and step
+            if r == c == "K":
+                area = min((rows // d) * d * d + (rows % d) ** 2 for d in depths) \
+                    * ntr * ntc
+            else:
+                area = rows * cols * (ntr if r != "T" else 1) * (ntc if c != "T" else 1)
+                if "K" not in (r, c) and red != "K":
+                    area *= steps
+            depth = (ctx.reduction_units(q, g.reduction_length(q)) if red is not None
+                     else ctx.reduction_den)
+            best = max(best, ctx.base_units[q] * area * depth)
+        out[q] = max(out.get(q, 0), best)
+    return out
+
+def first_step_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
+                     resident: frozenset[int], kept: frozenset[int]) -> int:
+    """A lower bound on the working set of the first step (tile 0, k-step 0), without
+    the previous subgraph's retained tensors, that needs no ``Plan``: slices of one
+    tensor and role that a prone coincidence might merge count as their largest."""
+    w, h, k = gran
+    p = ctx.problem
+    nks = max((ceil_div(depth, k) for depth in tpl.root_depths), default=1)
+    active = (1 << len(tpl.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
+        else tpl.root_seeds
+    ws = sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in tpl.shape.outputs)
+    if ctx.rules.retained_output_ws == "accumulate":
+        ws += sum(ctx.graph.size(t) for t in kept if t in tpl.shape.ephemerals)
+    for t, roles in tpl.by_tensor.items():
+        if t in resident:
+            continue
+        height, width = p.heights[t], p.widths[t]
+        # a spec normalized to this granularity, with its slice's extent on that axis
+        row_of = {"T": ("T", h) if h < height else ("F", height),
+                  "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
+        col_of = {"T": ("T", w) if w < width else ("F", width),
+                  "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
+        adds, whole = 0, False
+        for found in roles.values():
+            specs: dict[tuple[str, str], int] = {}
+            for r, c, seeds in found:
+                if seeds & active:
+                    (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
+                    specs[rows, cols] = n_rows * n_cols
+            if not specs:
+                continue
+            if ("F", "F") in specs:
+                whole = True  # the whole tensor: its other roles' slices are in it
+                break
+            if len(specs) == 1:
+                adds += next(iter(specs.values()))
+                continue
+            rows = {r for r, _ in specs}
+            cols = {c for _, c in specs}
+            merged = {"T", "K"} <= rows or {"T", "K"} <= cols
+            adds += max(specs.values()) if merged else sum(specs.values())
+        ws += height * width if whole else adds
+    return ws
+
+def load_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
+               resident: frozenset[int]) -> int:
+    """Elements any schedule at ``gran`` loads from slow memory (a lower bound, S11).
+
+    Every boundary input is loaded whole at least once. A slice on a k-step range is
+    never present in the step before (that one had another k-step), so unless the
+    tensor is also required whole or a tile range may coincide with it, its k-loop
+    loads the whole tensor again in every tile row (column) its rows (columns) do not
+    follow.
+    """
+    w, h, k = gran
+    p = ctx.problem
+    by_tensor: dict[int, dict[tuple[str, str, str], int]] = {}
+    for (t, role, r, c), seeds in tpl.loads.items():
+        if t not in resident:
+            key = (role, normal_spec(r, p.heights[t], h, k)[0],
+                   normal_spec(c, p.widths[t], w, k)[0])
+            found = by_tensor.setdefault(t, {})
+            found[key] = found.get(key, 0) | seeds
+    total = 0
+    for t, templates in by_tensor.items():
+        size = p.heights[t] * p.widths[t]
+        rows = {r for _, r, _ in templates}
+        cols = {c for _, _, c in templates}
+        if ("F", "F") in {(r, c) for _, r, c in templates} or {"T", "K"} <= rows \
+                or {"T", "K"} <= cols:
+            total += size
+            continue
+        swept = 0
+        for (_, r, c), seeds in templates.items():
+            if "K" in (r, c) and (r, c) != ("K", "K"):
+                swept += size * max(
+                    (ceil_div(s.height, h) if r != "T" else 1)
+                    * (ceil_div(s.width, w) if c != "T" else 1)
+                    for i, s in enumerate(tpl.seeds) if seeds >> i & 1)
+        total += max(size, swept)
+    return total
+
+
+def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:
+    """Compute op ``q`` cannot avoid at ``w x h``, in ``ctx`` units (S8)."""
+    return op_weight(ctx, q) * tile_area(ctx, floor_shape(ctx, shape, q), w, h)
+
+
+def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[int, int], int]:
+    """``op_floor`` of ``q`` at any ``w x h``, shared by every op set where ``q`` fires the
+    same way (the lower bound asks it of thousands of op sets)."""
+    key = floor_shape(ctx, shape, q)
+    table: dict[tuple[int, int], int] = ctx.memo("op floors", (q, key[2]), dict)
+
+    def at(w: int, h: int) -> int:
+        found = table.get((w, h))
+        if found is None:
+            found = table[w, h] = op_floor(ctx, shape, q, w, h)
+        return found
+
+    return at
+
+
+def least_compute(ctx: ScoringContext, q: int) -> int:
+    """Compute op ``q`` pays in any subgraph, in ``ctx`` units: its whole output at its
+    area share (S8)."""
+    out = ctx.problem.outputs[q][0]
+    return op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
+
+
+def floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
+    """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
+    subgraph output fire once on every tile, paying whole native tiles; every other op
+    pays at least its area share."""
+    out = ctx.problem.outputs[q][0]
+    tiled = q in shape.roots or any(t in shape.outputs for t in ctx.problem.outputs[q])
+    return ctx.problem.heights[out], ctx.problem.widths[out], tiled
+
+
+def op_weight(ctx: ScoringContext, q: int) -> int:
+    """Base cost times the reduction factor of a whole K (MatMuls), per unit of area."""
+    g = ctx.graph
+    depth = (ctx.reduction_units(q, g.reduction_length(q)) if g.is_matmul(q)
+             else ctx.reduction_den)
+    return ctx.base_units[q] * depth
+
+
+def tile_area(ctx: ScoringContext, key: tuple[int, int, bool], w: int, h: int) -> int:
+    """Area of an output in 1/(nh*nw) native tiles: padded to whole native tiles per tile
+    when the op fires on tiles, its exact share otherwise."""
+    rows, cols, tiled = key
+    if not tiled:
+        return rows * cols
+    return _padded(rows, h, ctx.nh) * ctx.nh * _padded(cols, w, ctx.nw) * ctx.nw
+
+
+def _padded(extent: int, tile: int, native: int) -> int:
+    """Native tiles paid along one axis when ``extent`` is cut into tiles of ``tile``."""
+    full, rest = divmod(extent, tile)
+    return full * ceil_div(tile, native) + (ceil_div(rest, native) if rest else 0)
