@@ -94,6 +94,11 @@ def now() -> float:
     return _clock.get().now()
 
 
+def deterministic() -> bool:
+    """Whether the running solve is on the work clock (its answer must repeat)."""
+    return _clock.get().deterministic
+
+
 def limit_cpsat(parameters: Any, deadline: float, floor_s: float = 0.1) -> None:
     """Set a CP-SAT solver's limit to end by ``deadline`` (a ``now()`` value): wall seconds,
     or deterministic seconds with interleaved (reproducible) search."""

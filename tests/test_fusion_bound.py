@@ -4,6 +4,8 @@ small benchmarks it proves what the old max(compute, I/O) bound could not."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import time
 from fractions import Fraction
 
@@ -11,9 +13,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.fusion_generate import suite
 from models.fusion import parse_problem
 from solver.deadline import Deadline
+from solver.fusion import solvers
 from solver.fusion.bound import cover, cover_bound, forced_bound
+from solver.fusion.bound.background import BackgroundCover
 from solver.fusion.bound.forced import forced_traffic, must_write
 from solver.fusion.bound.pricing import axis_cells
 from solver.fusion.cpsat import as_variants, cpsat_search, total
@@ -170,3 +175,53 @@ def test_pricing_advances_the_work_clock_as_far_as_it_takes_wall_time():
         found = cover_bound(ctx, run.at)
         assert not run.wall_stopped
     assert found.sets_priced > 0
+
+
+def test_the_background_cover_is_the_cover_and_leaves_no_child():
+    """Computed in a forked child (``bound/background.py``) the cover of benchmark 1
+    ``per_op`` is the same complete, optimal cover as in the process itself, and one sent
+    before the deadline is taken after it; a child that cannot send its cover by the
+    deadline gives None, and either way it is reaped."""
+    problem = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-1.json").read_text()))
+    rules = Rules(reduction_cost="per_op")
+    here = cover_bound(ScoringContext(problem, rules), time.monotonic() + 30)
+    child = BackgroundCover(ScoringContext(problem, rules), time.monotonic() + 30)
+    assert select.select([child._read], [], [], 30)[0]  # sent; taken after the deadline
+    there = child.result(time.monotonic() - 1)
+    assert there is not None and there.complete and there.optimal
+    assert there.value == here.value == pytest.approx(367001.6)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child._pid, os.WNOHANG)
+    big = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-13.json").read_text()))
+    late = BackgroundCover(ScoringContext(big, rules), time.monotonic() + 30)
+    assert late.result(time.monotonic() + 0.2) is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(late._pid, os.WNOHANG)
+
+
+@pytest.mark.parametrize(("workers", "deterministic", "beside"),
+                         [(1, False, False), (2, False, True), (2, True, False)])
+def test_with_two_workers_the_solve_reports_the_cover_computed_beside_it(
+        monkeypatch, workers, deterministic, beside):
+    """With two workers (not deterministic) one child computes the cover beside the search
+    for the whole limit and the solve reports its bound; with one worker, or deterministic,
+    there is none (the cover, if any, follows the search: ``gen-residual-02``, 11 ops,
+    ``per_op``, whose whole-graph model leaves under 0.5 s of 4, gets none). The bound stays
+    below the schedule."""
+    children = []
+
+    class Spy(BackgroundCover):
+        def result(self, deadline):
+            self.found = super().result(deadline)
+            children.append(self)
+            return self.found
+
+    monkeypatch.setattr(solvers, "BackgroundCover", Spy)
+    raw = next(r for n, r in suite(0, 66) if n == "gen-residual-02")
+    result = solve(parse_problem(raw), "cpsat", reduction_cost="per_op", workers=workers,
+                   deadline=Deadline.after(4, deterministic=deterministic))
+    assert len(children) == beside
+    if beside:
+        assert children[0].found is not None
+        assert result.lower_bounds.cover == pytest.approx(float(children[0].found.value))
+    assert result.bound <= result.total_latency

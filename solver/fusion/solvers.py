@@ -7,6 +7,7 @@ ones, and an answer the evaluator rejects is a bug, never returned.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -22,10 +23,11 @@ from models.fusion import (
     Semantics,
     SolveStatus,
 )
-from solver.deadline import Deadline, now, wrap_up_s
+from solver.deadline import Deadline, deterministic, now, wrap_up_s
 from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
 from solver.fusion.bound import CoverBound, cover_bound, forced_bound
+from solver.fusion.bound.background import BackgroundCover
 from solver.fusion.cpsat import as_planned, as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
@@ -40,10 +42,10 @@ CPSAT_TIME_LIMIT_S = 30.0
 MIN_COVER_TIME_S = 0.5
 """Time left after the search below which the cover bound is not attempted."""
 BOUND_SHARE = 0.2
-"""Share of the time limit a window search (large graphs) leaves to the cover bound: it
-would run to the limit otherwise, and on benchmark 13 the bound was then max(compute,
-I/O), 68% below the schedule; the single ops and pairs, priced in 5 s, prove it within
-0.06%."""
+"""Share of the time limit a window search (large graphs) leaves to the cover bound when
+that runs after the search (one worker, or deterministic): it would run to the limit
+otherwise, and on benchmark 13 the bound was then max(compute, I/O), 68% below the
+schedule; the single ops and pairs, priced in 5 s, prove it within 0.06%."""
 OVERRUN_SHARE = 0.05
 """Share the search leaves when no bound follows (the teamkorea reading): the last CP-SAT
 model may end past its limit (benchmark 13: 0.03 s past a 30-s limit with none left)."""
@@ -124,7 +126,9 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     """The global CP-SAT solver (``cpsat.py``): greedy, given up to half the time limit, is
     the first incumbent, so the answer is never worse than greedy whenever greedy finishes in
     that half (a limit too short for greedy gets greedy's partial schedule improved);
-    ``optimal`` when proven for its formulation or when the lower bound is reached.
+    ``optimal`` when proven for its formulation or when the lower bound is reached. With two
+    workers or more (not deterministic) the cover bound runs in a forked child beside the
+    search for the whole time (``bound/background.py``); else after it, in what is left.
 
     Under the teamkorea reading the bound is that reading's compute and I/O bound (the
     forced-traffic and cover bounds follow SEMANTICS.md, so no time is kept for them; the
@@ -136,22 +140,36 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
     deadline = ends
     left = max(0.0, deadline - now())
-    if semantics == "default":
-        found = cpsat_search(ctx, deadline, seed=seed, workers=workers,
-                             windows_end=deadline - BOUND_SHARE * left)
-    else:
-        found = cpsat_search(ctx, deadline - OVERRUN_SHARE * left, seed=seed, workers=workers)
-    schedule = found.schedule
-    bound = lower_bounds(problem, rules.reduction_cost, semantics).total
-    forced = cover = None
-    if semantics == "teamkorea":
-        schedule = _accepted(ctx, schedule, deadline)
-    else:
-        forced = forced_bound(ctx)
-        bound = max(bound, forced)
-    objective = total(schedule)
-    if semantics == "default" and objective > bound and now() < deadline - MIN_COVER_TIME_S:
-        cover = cover_bound(ctx, deadline)
+    # with two workers or more the cover runs beside the search (``bound/background.py``)
+    background = BackgroundCover(ScoringContext(problem, rules), deadline) \
+        if semantics == "default" and workers >= 2 and not deterministic() \
+        and hasattr(os, "fork") else None
+    try:
+        if semantics == "default":
+            kept = 0.0 if background else BOUND_SHARE * left
+            found = cpsat_search(ctx, deadline, seed=seed, workers=workers,
+                                 windows_end=deadline - kept)
+        else:
+            found = cpsat_search(ctx, deadline - OVERRUN_SHARE * left, seed=seed,
+                                 workers=workers)
+        schedule = found.schedule
+        bound = lower_bounds(problem, rules.reduction_cost, semantics).total
+        forced = cover = None
+        if semantics == "teamkorea":
+            schedule = _accepted(ctx, schedule, deadline)
+        else:
+            forced = forced_bound(ctx)
+            bound = max(bound, forced)
+        objective = total(schedule)
+        if objective > bound:
+            if background is not None:
+                cover = background.result(deadline)
+            elif semantics == "default" and now() < deadline - MIN_COVER_TIME_S:
+                cover = cover_bound(ctx, deadline)
+    finally:
+        if background is not None:
+            background.stop()
+    if cover is not None:
         bound = max(bound, cover.value)
     proven = found.optimal and semantics == "default"
     return finish(problem, "cpsat", to_solution(ctx, as_planned(schedule)),
