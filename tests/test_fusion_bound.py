@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from benchmarks.fusion_generate import suite
 from models.fusion import parse_problem
 from solver.deadline import Deadline
-from solver.fusion import solvers
-from solver.fusion.bound import cover, cover_bound, forced_bound
+from solver.fusion.bound import background, cover, cover_bound, forced_bound
 from solver.fusion.bound.background import BackgroundCover
 from solver.fusion.bound.forced import forced_traffic, must_write
 from solver.fusion.bound.pricing import axis_cells
@@ -216,7 +215,7 @@ def test_with_two_workers_the_solve_reports_the_cover_computed_beside_it(
             children.append(self)
             return self.found
 
-    monkeypatch.setattr(solvers, "BackgroundCover", Spy)
+    monkeypatch.setattr(background, "BackgroundCover", Spy)
     raw = next(r for n, r in suite(0, 66) if n == "gen-residual-02")
     result = solve(parse_problem(raw), "cpsat", reduction_cost="per_op", workers=workers,
                    deadline=Deadline.after(4, deterministic=deterministic))
@@ -225,3 +224,13 @@ def test_with_two_workers_the_solve_reports_the_cover_computed_beside_it(
         assert children[0].found is not None
         assert result.lower_bounds.cover == pytest.approx(float(children[0].found.value))
     assert result.bound <= result.total_latency
+
+
+def test_a_child_that_fails_leaves_the_solve_to_compute_the_cover_itself(monkeypatch):
+    """A child that exits without sending (here at once) gives no bound; the solve, with
+    time left, prices the cover itself: benchmark 1 ``per_op``'s complete cover."""
+    monkeypatch.setattr(background, "_child", lambda *args: os._exit(1))
+    problem = parse_problem(json.loads((MLSYS / "benchmarks" / "mlsys-2026-1.json").read_text()))
+    result = solve(problem, "cpsat", reduction_cost="per_op", workers=2, time_limit_s=10)
+    assert result.lower_bounds.cover == pytest.approx(367001.6)
+    assert result.lower_bounds.cover_complete

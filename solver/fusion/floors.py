@@ -115,6 +115,7 @@ def firing_floors(ctx: ScoringContext, tpl: Templates, gran: Granularity,
         out[q] = max(out.get(q, 0), best)
     return out
 
+
 def first_step_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
                      resident: frozenset[int], kept: frozenset[int]) -> int:
     """A lower bound on the working set of the first step (tile 0, k-step 0), without
@@ -158,6 +159,7 @@ def first_step_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
             adds += max(specs.values()) if merged else sum(specs.values())
         ws += height * width if whole else adds
     return ws
+
 
 def load_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
                resident: frozenset[int]) -> int:

@@ -7,7 +7,6 @@ ones, and an answer the evaluator rejects is a bug, never returned.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -27,7 +26,7 @@ from solver.deadline import Deadline, deterministic, now, wrap_up_s
 from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
 from solver.fusion.bound import CoverBound, cover_bound, forced_bound
-from solver.fusion.bound.background import BackgroundCover
+from solver.fusion.bound.background import start as start_cover
 from solver.fusion.cpsat import as_planned, as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
@@ -141,9 +140,8 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     deadline = ends
     left = max(0.0, deadline - now())
     # with two workers or more the cover runs beside the search (``bound/background.py``)
-    background = BackgroundCover(ScoringContext(problem, rules), deadline) \
-        if semantics == "default" and workers >= 2 and not deterministic() \
-        and hasattr(os, "fork") else None
+    background = start_cover(ctx, deadline) \
+        if semantics == "default" and workers >= 2 and not deterministic() else None
     try:
         if semantics == "default":
             kept = 0.0 if background else BOUND_SHARE * left
@@ -164,7 +162,8 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
         if objective > bound:
             if background is not None:
                 cover = background.result(deadline)
-            elif semantics == "default" and now() < deadline - MIN_COVER_TIME_S:
+            if cover is None and semantics == "default" and \
+                    now() < deadline - MIN_COVER_TIME_S:  # no child, or it failed early
                 cover = cover_bound(ctx, deadline)
     finally:
         if background is not None:

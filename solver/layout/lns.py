@@ -194,6 +194,10 @@ def _spread(problem: LayoutProblem, incumbent: Assignment, best: float, lo: int,
     return incumbent, best, taken
 
 
+FIT_SHARE, POLISH_SHARE = 0.25, 0.5
+"""Shares of a repair's time left that the single-op moves (``swaps.fit``; 10 ms on
+ResNet-50, but each move prices the whole plan) and then the segments re-solved around
+the moved ops (``_polish``) may take."""
 REPAIR_REACH = (6, 12, 24)
 """Steps on each side of an overflowing step that a repair round solves again, widened
 when a narrower segment cannot fit (a tensor still read after it holds its L1 there)."""
@@ -201,14 +205,15 @@ when a narrower segment cannot fit (a tensor still read after it holds its L1 th
 
 def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
            workers: int) -> Assignment | None:
-    """``a`` after the single-op moves of ``swaps.fit``, then with the segment around its
-    first step where L1 still overflows solved again (a segment's model holds what passes
-    through it, so its answer fits there), widened until a round leaves fewer such steps,
-    and so on; None unless the result passes the
-    evaluator before ``deadline``. For plans put together from parts (``bound.py``), whose
-    rounding can overflow L1, and plans that fit by sum but not by address, with room
-    reserved where they do not (``solver.layout._make_room``)."""
-    fitted = fit(problem, a, deadline)
+    """``a`` after the single-op moves of ``swaps.fit`` (in ``FIT_SHARE`` of the time
+    left), then with the segment around its first step where L1 still overflows solved
+    again (a segment's model holds what passes through it, so its answer fits there),
+    widened until a round leaves fewer such steps, and so on; last, the segments around the
+    moved ops solved again from the plan that fits (``_polish``). None unless the result
+    passes the evaluator before ``deadline``. For plans put together from parts
+    (``bound.py``), whose rounding can overflow L1, and plans that fit by sum but not by
+    address, with room reserved where they do not (``solver.layout._make_room``)."""
+    fitted = fit(problem, a, now() + FIT_SHARE * max(0.0, deadline - now()))
     moved = [k for k, op in enumerate(problem.order) if fitted.configs[op].id != a.configs[op].id]
     a, over = fitted, overflows(problem, fitted)
     while over:
@@ -231,17 +236,22 @@ def repair(problem: LayoutProblem, a: Assignment, deadline: float, seed: int,
             return None
     if not evaluate(problem, build_plan(problem, a, "lns", 0.0)).valid:
         return None
-    return _polish(problem, a, moved, deadline, seed, workers)
+    return _polish(problem, a, moved, now() + POLISH_SHARE * max(0.0, deadline - now()), seed,
+                   workers)
 
 
 def _polish(problem: LayoutProblem, a: Assignment, steps: list[int], deadline: float,
             seed: int, workers: int) -> Assignment:
-    """``a`` with the segment around each of ``steps`` (where ``swaps.fit`` moved an op)
-    solved again from ``a``, which fits there: a greedy move can cost more than a change
-    of several ops would."""
+    """``a`` with the segment around each of ``steps`` (where ``swaps.fit`` moved an op; a
+    step inside the previous segment is skipped) solved again from ``a``, which fits there,
+    until ``deadline``: a greedy move can cost more than a change of several ops would."""
     best = total_us(problem, a)
-    for k in steps:
+    done = 0
+    for k in sorted(steps):
         lo, hi = max(0, k - REPAIR_REACH[0]), min(len(problem.order), k + REPAIR_REACH[0] + 1)
+        if k < done:
+            continue
+        done = hi
         left = deadline - now()
         if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
             break

@@ -80,8 +80,11 @@ def _moves(problem: LayoutProblem, a: Assignment, k: int) -> Iterator[Assignment
             if c.id == a.configs[op].id or reads is None or (
                     reads == a.reads[op] and _footprint(problem, op, c) >= now_takes):
                 continue
+            # a tensor no longer homed in L1 cannot be spilled from it
+            spills = a.spills if c.output.is_l1 else \
+                {t: k for t, k in a.spills.items() if t not in info.outputs}
             yield replace(a, configs={**a.configs, op: c}, reads={**a.reads, op: reads},
-                          offsets=None)
+                          spills=spills, offsets=None)
 
 
 def _footprint(problem: LayoutProblem, op: str, c: Candidate) -> int:

@@ -9,15 +9,18 @@ generated suite (11 ops, ``per_op``, 10 s, 2 workers) priced 249 of its 345 op s
 pricing, is 0.9% below it. Pricing is single-threaded Python, as is most of the search,
 so on two cores each can have the whole time.
 
-The child is a plain ``os.fork`` (the service's pool workers may not start
-``multiprocessing`` children), forked before the search starts any CP-SAT thread, and
-sends its pickled ``CoverBound`` through a pipe; it is killed when the parent stops
-waiting. Deterministic solves do not use it (the parent's work clock would not see the
-child's work, and which op sets the child prices in time depends on the wall clock).
+The child is a plain ``os.fork`` (no new interpreter to start; it works from a pool
+worker too), forked before the search starts any CP-SAT thread; it dies with its parent
+(``PR_SET_PDEATHSIG``), sends its pickled ``CoverBound`` through a pipe, a length first,
+``SEND_S`` before the deadline, and is killed and reaped when the parent stops waiting.
+A child that sends nothing in time leaves the parent to price what it can itself.
+Deterministic solves do not use it (the parent's work clock would not see the child's
+work, and which op sets the child prices in time depends on the wall clock).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import select
@@ -27,22 +30,49 @@ import time
 from solver.fusion.bound.cover import CoverBound, cover_bound
 from solver.fusion.context import ScoringContext
 
-SEND_S = 0.05
-"""The child ends its cover this much before the parent's deadline, to send it in time."""
+SEND_S = 0.25
+"""The child ends its cover this much before the parent's deadline, to send it in time: the
+cover's last CP-SAT solve has a 0.1-s floor and may end a little past its limit."""
 HEADER = 8
 """Bytes of the length sent before the pickled bound."""
+PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: a signal the child gets when its parent dies (a pool worker
+terminated from outside never runs the ``finally`` that stops the child)."""
+
+
+def start(ctx: ScoringContext, deadline: float) -> BackgroundCover | None:
+    """A ``BackgroundCover`` of ``ctx`` until ``deadline`` (a ``time.monotonic()`` value),
+    or None where no child can be forked (no ``os.fork``, or the fork failed): the solve
+    then computes the cover after the search."""
+    if not hasattr(os, "fork"):
+        return None
+    try:
+        return BackgroundCover(ctx, deadline)
+    except OSError:
+        return None
 
 
 class BackgroundCover:
     """A cover bound being computed in a forked child until ``deadline`` (a
-    ``time.monotonic()`` value: the wall clock, which the child shares)."""
+    ``time.monotonic()`` value: the wall clock, which the child shares; never used under
+    the work clock)."""
 
     def __init__(self, ctx: ScoringContext, deadline: float) -> None:
         read, write = os.pipe()
-        self._pid = os.fork()
-        if self._pid == 0:  # the child: never returns
+        parent = os.getpid()
+        try:
+            self._pid = os.fork()
+        except OSError:
             os.close(read)
-            _child(ctx, deadline - SEND_S, write)
+            os.close(write)
+            raise
+        if self._pid == 0:  # the child: never returns
+            try:
+                os.close(read)
+                _die_with(parent)
+                _child(ctx, deadline - SEND_S, write)
+            finally:
+                os._exit(1)
         os.close(write)
         self._read = read
         self._done = False
@@ -52,12 +82,14 @@ class BackgroundCover:
         it is taken however late this is called); None when it has not sent one by then (or
         failed). The child is gone afterwards."""
         data = b""
+        poller = select.poll()
+        poller.register(self._read, select.POLLIN)
         try:
             # what the child sent before the deadline is read even after it: a length,
             # then the pickled bound, so the message is whole before the child exits
             while len(data) < HEADER or len(data) < HEADER + int.from_bytes(data[:HEADER]):
                 left = max(0.0, deadline - time.monotonic())
-                if not select.select([self._read], [], [], left)[0]:
+                if not poller.poll(left * 1000):
                     return None
                 chunk = os.read(self._read, 1 << 16)
                 if not chunk:
@@ -78,9 +110,20 @@ class BackgroundCover:
         os.close(self._read)
         try:
             os.kill(self._pid, signal.SIGKILL)
-        except ProcessLookupError:
+            os.waitpid(self._pid, 0)
+        except (ProcessLookupError, ChildProcessError):
             pass
-        os.waitpid(self._pid, 0)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when ``parent`` dies (Linux; elsewhere the child
+    still ends by its deadline); exit at once if it is already gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _child(ctx: ScoringContext, deadline: float, write: int) -> None:
