@@ -165,6 +165,20 @@ def _unchanged(hint: Assignment, found: Assignment) -> bool:
         for op in hint.schedule)
 
 
+def _resolved(problem: LayoutProblem, incumbent: Assignment, best: float, lo: int, hi: int,
+              seconds: float, seed: int, workers: int) -> tuple[Assignment, float] | None:
+    """One round: steps ``lo .. hi - 1`` of ``incumbent`` solved again for ``seconds``; the
+    whole plan and its total when it changed and ``price`` keeps it (valid, cheaper than
+    ``best``, placed), else None."""
+    seg = segment(problem, incumbent, lo, hi)
+    found = cpsat.solve_segment(seg.problem, seg.hint, seconds, seed, workers)
+    if found.assignment is None or _unchanged(seg.hint, found.assignment):
+        return None
+    candidate = lift(problem, incumbent, seg, found.assignment)
+    total = price(problem, candidate, best)
+    return None if total is None else (candidate, total)
+
+
 def price(problem: LayoutProblem, candidate: Assignment, best: float) -> float | None:
     """The whole plan's total when it passes the evaluator, beats ``best`` and places
     (``address.places``), else None."""
@@ -255,15 +269,10 @@ def _polish(problem: LayoutProblem, a: Assignment, steps: list[int], deadline: f
         left = deadline - now()
         if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
             break
-        seg = segment(problem, a, lo, hi)
-        found = cpsat.solve_segment(seg.problem, seg.hint, min((hi - lo) * SECONDS_PER_OP, left),
-                                    seed, workers)
-        if found.assignment is None or _unchanged(seg.hint, found.assignment):
-            continue
-        candidate = lift(problem, a, seg, found.assignment)
-        total = price(problem, candidate, best)
-        if total is not None:
-            a, best = candidate, total
+        better = _resolved(problem, a, best, lo, hi, min((hi - lo) * SECONDS_PER_OP, left),
+                           seed, workers)
+        if better is not None:
+            a, best = better
     return a
 
 
@@ -304,18 +313,13 @@ def search(problem: LayoutProblem, start: Assignment, deadline: float, seed: int
                 continue
             if left < MIN_ROUND_S + build_estimate_s(problem, problem.order[lo:hi]):
                 continue  # its model could not be built before the deadline; a smaller may
-            seg = segment(problem, incumbent, lo, hi)
-            found = cpsat.solve_segment(seg.problem, seg.hint, min(size * SECONDS_PER_OP, left),
-                                        seed + rounds, workers)
+            better = _resolved(problem, incumbent, best, lo, hi,
+                               min(size * SECONDS_PER_OP, left), seed + rounds, workers)
             rounds += 1
-            if found.assignment is None or _unchanged(seg.hint, found.assignment):
-                settled.add(key)
-                continue
-            candidate = lift(problem, incumbent, seg, found.assignment)
-            total = price(problem, candidate, best)
-            if total is None:
+            if better is None:
                 settled.add(key)
             else:
+                candidate, total = better
                 offsets = twins.of(lo, hi)
                 incumbent, best, taken = _spread(problem, candidate, total, lo, hi, offsets,
                                                  deadline)

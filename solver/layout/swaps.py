@@ -82,7 +82,7 @@ def _moves(problem: LayoutProblem, a: Assignment, k: int) -> Iterator[Assignment
                 continue
             # a tensor no longer homed in L1 cannot be spilled from it
             spills = a.spills if c.output.is_l1 else \
-                {t: k for t, k in a.spills.items() if t not in info.outputs}
+                {t: after for t, after in a.spills.items() if t not in info.outputs}
             yield replace(a, configs={**a.configs, op: c}, reads={**a.reads, op: reads},
                           spills=spills, offsets=None)
 
