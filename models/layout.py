@@ -20,6 +20,7 @@ from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue, issues_from_pydantic, raise_if_any
 from models.layout_ops import OP_TYPES
 from models.layout_rules import graph_issues
+from models.mesh import MeshSection, MeshSpec, PlacementText
 from models.timing import Deterministic, WallTime
 
 GRAPH_FORMAT = "layoutsat-graph"
@@ -118,6 +119,17 @@ class LayoutGraph(_Strict):
     ops: list[OpDecl] = Field(min_length=1)
     outputs: list[Name] = Field(min_length=1, description="graph outputs (activations)")
     measured: MeasuredCosts = Field(default_factory=MeasuredCosts)
+    mesh: Name | MeshSpec | None = Field(
+        default=None, description="plan over a mesh of chips: a mesh preset (n300, t3000, "
+        "galaxy, p150x4) or a full mesh spec; the CLI/API may override; null: one chip")
+    mesh_inputs: dict[str, list[PlacementText]] = Field(
+        default_factory=dict, description="how the host sends graph inputs to a mesh: a "
+        "placement per mesh axis (R, or S<dim> for a split dim); inputs not named here and "
+        "every weight are placed by the planner")
+    mesh_outputs: dict[str, list[PlacementText]] = Field(
+        default_factory=dict, description="how the host takes graph outputs from a mesh: a "
+        "placement per mesh axis it needs them in (R, or S<dim>); outputs not named here "
+        "may end in any placement but a partial sum (the host joins the shards)")
 
 
 def parse_graph(data: Any) -> LayoutGraph:
@@ -258,6 +270,9 @@ class LayoutPlan(_Strict):
         default_factory=list, description="evaluator findings; empty unless status is invalid")
     explanation: Explanation | None = Field(
         default=None, description="differences from the best baseline, when asked for")
+    mesh: MeshSection | None = Field(
+        default=None, description="a plan over a mesh: placements, strategies, collectives "
+        "and per-chip memory; its ops and tensors are then those of the per-chip graph")
 
 
 class Evaluation(_Strict):

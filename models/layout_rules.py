@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from models.device import PRESETS
 from models.errors import Issue, issues_from_pydantic
 from models.layout_ops import ShapeError, arity, attrs_model, infer_shape
+from models.mesh import MESH_PRESETS
 
 if TYPE_CHECKING:
     from models.layout import LayoutGraph, OpDecl, TensorDecl
@@ -54,6 +55,9 @@ def _device_issues(g: LayoutGraph) -> Iterator[Issue]:
     if isinstance(g.device, str) and g.device not in PRESETS:
         yield Issue(("device",), f"unknown device preset '{g.device}'; presets are "
                     f"{sorted(PRESETS)} (or give a full device spec)", "device.unknown")
+    if isinstance(g.mesh, str) and g.mesh not in MESH_PRESETS:
+        yield Issue(("mesh",), f"unknown mesh preset '{g.mesh}'; presets are "
+                    f"{sorted(MESH_PRESETS)} (or give a full mesh spec)", "mesh.unknown")
 
 
 def _role_issues(g: LayoutGraph, tensors: dict[str, TensorDecl]) -> Iterator[Issue]:

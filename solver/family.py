@@ -163,6 +163,10 @@ class Family(Protocol, Generic[P, O, E]):
 
     def size(self, problem: P) -> Size: ...
 
+    def solvers_for(self, doc: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The solvers that apply to one raw document under these family options (a
+        comparison runs each): ``solvers``, or a part of it (a layout graph on a mesh)."""
+
     def admit(self, problem: P, options: O) -> None:
         """Refuse options that cannot work on this problem (a device it does not fit)."""
 

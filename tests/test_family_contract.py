@@ -115,8 +115,12 @@ def test_every_family_solves_and_evaluates_its_example_through_the_contract(name
     assert detect(doc) is fam and fam.recognizes(doc)
     problem = fam.parse(doc)
     assert fam.estimate(doc) == fam.size(problem)
-    for solver_name in fam.solvers:
-        options = fam.options(solver=solver_name, time_limit_s=5)
+    runs = [({}, s) for s in fam.solvers_for(doc, {})]
+    if name == "layout":  # and the mesh solvers, on the smallest mesh
+        runs += [({"mesh": "n300"}, s) for s in fam.solvers_for(doc, {"mesh": "n300"})]
+    assert {s for _, s in runs} == set(fam.solvers)
+    for extra, solver_name in runs:
+        options = fam.options(solver=solver_name, time_limit_s=5, **extra)
         fam.admit(problem, options)
         solved = fam.solve(problem, options, Deadline.after(5))
         assert isinstance(solved, Solved) and solved.status in ("optimal", "feasible")

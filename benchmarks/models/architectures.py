@@ -244,19 +244,25 @@ class RMSNorm(nn.Module):
 
 class LlamaLayer(nn.Module):
     """One Llama decoder layer: RMSNorm, grouped-query attention with rotary embeddings
-    (tables as constants), SwiGLU MLP. ``past`` is the KV cache length (decode) or 0."""
+    (tables as constants), SwiGLU MLP. ``past`` is the KV cache length (decode) or 0.
+    Gemma-2-style layers (``gemma``) differ in three ways: heads wider than d / heads
+    (``head_dim``), a GeGLU MLP (tanh GELU) and RMSNorms after attention and MLP too."""
 
-    def __init__(self, d: int, heads: int, kv_heads: int, ff: int, tokens: int, past: int):
+    def __init__(self, d: int, heads: int, kv_heads: int, ff: int, tokens: int, past: int,
+                 head_dim: int | None = None, gemma: bool = False):
         super().__init__()
-        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
-        self.q = nn.Linear(d, d, bias=False)
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, head_dim or d // heads
+        self.gemma = gemma
+        self.q = nn.Linear(d, heads * self.hd, bias=False)
         self.k = nn.Linear(d, kv_heads * self.hd, bias=False)
         self.v = nn.Linear(d, kv_heads * self.hd, bias=False)
-        self.o = nn.Linear(d, d, bias=False)
+        self.o = nn.Linear(heads * self.hd, d, bias=False)
         self.gate = nn.Linear(d, ff, bias=False)
         self.up = nn.Linear(d, ff, bias=False)
         self.down = nn.Linear(ff, d, bias=False)
         self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        if gemma:
+            self.post1, self.post2 = RMSNorm(d), RMSNorm(d)
         angles = torch.arange(past, past + tokens)[:, None] / \
             (500000 ** (torch.arange(0, self.hd, 2) / self.hd))[None]
         self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1)[None, None])
@@ -282,10 +288,13 @@ class LlamaLayer(nn.Module):
         k = k.repeat_interleave(rep, 1)
         v = v.repeat_interleave(rep, 1)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.hd) + self.mask
-        attn = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, d)
-        x = x + self.o(attn)
+        attn = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, self.heads * self.hd)
+        attn = self.o(attn)
+        x = x + (self.post1(attn) if self.gemma else attn)
         h = self.n2(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        act = F.gelu(self.gate(h), approximate="tanh") if self.gemma else F.silu(self.gate(h))
+        mlp = self.down(act * self.up(h))
+        return x + (self.post2(mlp) if self.gemma else mlp)
 
 
 class SegformerBlock(nn.Module):

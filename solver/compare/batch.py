@@ -16,6 +16,7 @@ from solver.compare.backends import Record, Runner, run_local, run_ray
 from solver.compare.discover import GraphDoc
 from solver.compare.summary import REFERENCE, gate, succeeded, summarize
 from solver.compare.task import FAMILY_SOLVERS, Options, Task, run_task
+from solver.families import FAMILIES
 
 Backend = Literal["local", "ray"]
 RESULTS = "results.json"
@@ -81,8 +82,10 @@ def tasks_for(batch: Batch) -> list[Task]:
         if doc.family is None:
             names = [s for s in batch.solvers or [REFERENCE]]
         else:
-            names = [s for s in batch.solvers or FAMILY_SOLVERS[doc.family]
-                     if s in FAMILY_SOLVERS[doc.family]]
+            data = doc.data if isinstance(doc.data, dict) else {}
+            applies = FAMILIES[doc.family].solvers_for(
+                data, batch.options.family_options.get(doc.family, {}))
+            names = [s for s in batch.solvers or applies if s in applies]
         tasks += [Task(doc.graph, doc.family, doc.data, s, batch.options, doc.error)
                   for s in names]
     return tasks

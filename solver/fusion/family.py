@@ -109,6 +109,9 @@ class FusionFamily:
     def size(self, problem: FusionProblem) -> Size:
         return Size(problem.num_ops, problem.num_tensors)
 
+    def solvers_for(self, doc: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.solvers
+
     def admit(self, problem: FusionProblem, options: FusionOptions) -> None:
         """Every op must fit alone at its smallest tile, ``[1, 1, 1]``, or no schedule
         exists: a MatMul holds an LHS, an RHS and an output element (two slices even when

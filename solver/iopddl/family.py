@@ -80,6 +80,9 @@ class IopddlFamily:
     def size(self, problem: Problem) -> Size:
         return Size(problem.n, problem.m)
 
+    def solvers_for(self, doc: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.solvers
+
     def admit(self, problem: Problem, options: IopddlOptions) -> None:
         """Every problem is admitted: one with no fitting solution is answered
         ``infeasible``."""

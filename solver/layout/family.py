@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from models.device import PRESETS, DeviceSpec
@@ -21,7 +29,8 @@ from models.layout import (
     parse_graph,
     parse_plan,
 )
-from solver import layout
+from models.mesh import MESH_PRESETS, MeshSpec
+from solver import layout, mesh
 from solver import progress as progress_sink
 from solver.deadline import Deadline
 from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, count_items
@@ -29,6 +38,11 @@ from solver.layout.evaluate import evaluate
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.plan import plan_summary
 from solver.layout.problem import analyze, resolve_device, summarize
+from solver.mesh.evaluate import evaluate_mesh
+from solver.mesh.problem import analyze_mesh, resolve_mesh
+
+SOLVERS = (*layout.SOLVERS, *(s for s in mesh.MESH_SOLVERS if s not in layout.SOLVERS))
+"""One-chip solvers, then the mesh baselines (``cpsat`` plans both)."""
 
 LAYOUT_KEYS = frozenset({"tensors", "ops"})
 MAX_CONFIGS = 4096
@@ -36,17 +50,23 @@ MAX_CONFIGS = 4096
 
 
 def _device_kind(value: Any) -> str:
-    """Which form of ``device`` a value is, so its faults are those of that form only."""
-    return "spec" if isinstance(value, dict | DeviceSpec) else "preset"
+    """Which form of ``device`` (or ``mesh``) a value is, so its faults are those of that
+    form only."""
+    return "spec" if isinstance(value, dict | DeviceSpec | MeshSpec) else "preset"
 
 
 class LayoutOptions(SolveOptions):
-    solver: Literal[tuple(layout.SOLVERS)] = Field(  # type: ignore[valid-type]
-        default="cpsat", description=f"one of {list(layout.SOLVERS)}")
+    solver: Literal[SOLVERS] = Field(  # type: ignore[valid-type]
+        default="cpsat", description=f"one chip: one of {list(layout.SOLVERS)}; a mesh: one "
+        f"of {list(mesh.MESH_SOLVERS)}")
     device: Annotated[Annotated[str, Tag("preset")] | Annotated[DeviceSpec, Tag("spec")],
                       Discriminator(_device_kind)] | None = Field(
         default=None, description=f"a preset ({', '.join(sorted(PRESETS))}) or a full device "
         "spec; overrides the graph's own device")
+    mesh: Annotated[Annotated[str, Tag("preset")] | Annotated[MeshSpec, Tag("spec")],
+                    Discriminator(_device_kind)] | None = Field(
+        default=None, description=f"plan over a mesh of chips: a preset "
+        f"({', '.join(MESH_PRESETS)}) or a full mesh spec; overrides the graph's own mesh")
     max_configs: Annotated[int, Field(
         ge=1, le=MAX_CONFIGS, description="candidate configurations per op")] = \
         DEFAULT_MAX_CONFIGS
@@ -61,13 +81,15 @@ class LayoutOptions(SolveOptions):
         "an order that makes room in L1 (the whole order on graphs solved as one model, "
         "windows of 16 steps on larger ones)")
 
-    @field_validator("device")
+    @field_validator("device", "mesh")
     @classmethod
-    def _known_preset(cls, value: str | DeviceSpec | None) -> str | DeviceSpec | None:
-        if isinstance(value, str) and value not in PRESETS:
+    def _known_preset(cls, value: Any, info: ValidationInfo) -> Any:
+        presets = PRESETS if info.field_name == "device" else MESH_PRESETS
+        if isinstance(value, str) and value not in presets:
             raise PydanticCustomError(
-                "device.unknown", "unknown device preset '{name}'; presets are {presets}",
-                {"name": value[:100], "presets": ", ".join(sorted(PRESETS))})
+                f"{info.field_name}.unknown", "unknown {what} preset '{name}'; presets are "
+                "{presets}", {"what": info.field_name, "name": value[:100],
+                              "presets": ", ".join(sorted(presets))})
         return value
 
 
@@ -87,7 +109,7 @@ class LayoutFamily:
     evaluation_model = Evaluation
     options = LayoutOptions
     evaluate_options = LayoutEvaluateOptions
-    solvers = tuple(layout.SOLVERS)
+    solvers = SOLVERS
     hint = f"a layout graph has \"format\": \"{GRAPH_FORMAT}\""
     size_names = ("ops", "tensors")
     units = "us"
@@ -107,9 +129,25 @@ class LayoutFamily:
     def size(self, problem: LayoutGraph) -> Size:
         return Size(len(problem.ops), len(problem.tensors))
 
+    def solvers_for(self, doc: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
+        """A mesh graph (or a mesh in the options) has the mesh solvers; one chip the rest."""
+        on_mesh = options.get("mesh") is not None or doc.get("mesh") is not None
+        return tuple(mesh.MESH_SOLVERS) if on_mesh else tuple(layout.SOLVERS)
+
     def admit(self, problem: LayoutGraph, options: LayoutOptions) -> None:
         """The device must be known and hold every op's smallest scratch (the analysis
-        refuses a graph with an op that fits no configuration)."""
+        refuses a graph with an op that fits no configuration); on a mesh, the solver must
+        plan meshes, no device may be asked for (the mesh names its chip) and pinned
+        inputs must split evenly."""
+        on_mesh = resolve_mesh(problem, options.mesh)
+        if on_mesh is not None:
+            _admit_mesh(problem, options, on_mesh)
+            return
+        if options.solver not in layout.SOLVERS:
+            raise InputValidationError([Issue(
+                ("options", "solver"), f"'{options.solver}' plans a mesh; give a mesh (--mesh "
+                f"or the graph's mesh) or choose one of {list(layout.SOLVERS)}",
+                "solver.needs_mesh")], "request")
         try:
             analyze(problem, resolve_device(problem, options.device), options.max_configs)
         except InputValidationError as exc:
@@ -127,18 +165,25 @@ class LayoutFamily:
 
     def solve(self, problem: LayoutGraph, options: LayoutOptions, deadline: Deadline,
               progress: Progress | None = None) -> Solved:
+        on_mesh = resolve_mesh(problem, options.mesh)
         with progress_sink.reporting(progress):
-            plan = layout.solve(problem, options.solver, options.device, deadline=deadline,
-                                seed=options.seed, workers=options.workers,
-                                max_configs=options.max_configs, explain=options.explain,
-                                capacity=options.capacity, order=options.order)
+            if on_mesh is not None:
+                plan = mesh.solve(problem, on_mesh, options.solver, deadline=deadline,
+                                  seed=options.seed, workers=options.workers,
+                                  max_configs=options.max_configs, capacity=options.capacity)
+            else:
+                plan = layout.solve(problem, options.solver, options.device, deadline=deadline,
+                                    seed=options.seed, workers=options.workers,
+                                    max_configs=options.max_configs, explain=options.explain,
+                                    capacity=options.capacity, order=options.order)
         return Solved(plan.status, plan.total_latency_us, plan.stats.best_bound,
                       plan.stats.gap, plan.model_dump(mode="json", by_alias=True), plan)
 
     def evaluate(self, problem: LayoutGraph, answer: Any,
                  options: LayoutEvaluateOptions) -> Verdict:
         plan = answer if isinstance(answer, LayoutPlan) else parse_plan(answer)
-        verdict = evaluate(analyze(problem, plan.device), plan)
+        verdict = evaluate_mesh(problem, plan) if plan.mesh is not None else \
+            evaluate(analyze(problem, plan.device), plan)
         errors = [f"{v.kind} at {v.where}: {v.msg}" for v in verdict.violations]
         return Verdict(verdict.valid, verdict.total_latency_us, errors, verdict)
 
@@ -146,7 +191,8 @@ class LayoutFamily:
         assert isinstance(result, LayoutPlan)
         s = plan_summary(problem, result)
         wall = "" if result.stats.wall_time_s is None else f"; {result.stats.wall_time_s:.2f} s"
-        lines = [f"on {result.device.name}: activations in L1 {s['activations_in_l1']}/"
+        lines = _describe_mesh(result) if result.mesh is not None else []
+        lines += [f"on {result.device.name}: activations in L1 {s['activations_in_l1']}/"
                  f"{s['activations']}, reshards {s['reshards']}, reloads {s['reloads']}, "
                  f"spills {s['spills']}{wall}"]
         lines += [f"{v.kind} at {v.where}: {v.msg}" for v in result.violations]
@@ -168,6 +214,42 @@ class LayoutFamily:
                         steps=[(s["step"], s["bytes_per_core"] / 1024)
                                for s in answer["l1_timeline"]],
                         capacity=answer["l1_capacity_bytes_per_core"] / 1024)
+
+
+def _admit_mesh(problem: LayoutGraph, options: LayoutOptions, on_mesh: MeshSpec) -> None:
+    issues = []
+    if options.solver not in mesh.MESH_SOLVERS:
+        issues.append(Issue(("options", "solver"), f"'{options.solver}' plans one chip; on a "
+                            f"mesh choose one of {list(mesh.MESH_SOLVERS)}", "solver.mesh"))
+    if options.device is not None:
+        issues.append(Issue(("options", "device"), f"a mesh names its chip ({on_mesh.chip}); "
+                            "give a custom mesh spec to change it, not a device",
+                            "device.with_mesh"))
+    if options.explain:
+        issues.append(Issue(("options", "explain"), "explain compares one-chip plans; a mesh "
+                            "plan lists its collectives and strategies instead",
+                            "explain.with_mesh"))
+    if options.order != "given":
+        issues.append(Issue(("options", "order"), "a mesh plan runs the graph's op order; "
+                            "order search is for one chip", "order.with_mesh"))
+    if issues:
+        raise InputValidationError(issues, "request")
+    analyze_mesh(problem, on_mesh, priced=False)
+
+
+def _describe_mesh(plan: LayoutPlan) -> list[str]:
+    m = plan.mesh
+    assert m is not None
+    kinds: dict[str, int] = {}
+    for c in m.collectives:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    used = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
+    shape = "x".join(str(a.size) for a in m.mesh.axes)
+    return [f"mesh {m.mesh.name} ({shape} {m.mesh.chip}): per chip {m.chip_latency_us:,.2f} "
+            f"us, collectives {m.collective_latency_us:,.2f} us ({used}); DRAM per chip "
+            f"{m.memory.dram_peak_bytes / 2**30:,.2f} GiB of "
+            f"{(m.memory.dram_capacity_bytes or 0) / 2**30:,.0f} (weights "
+            f"{m.memory.weight_bytes / 2**30:,.2f})"]
 
 
 FAMILY = LayoutFamily()

@@ -1,0 +1,97 @@
+"""Mesh plans of the mesh model suite: `cpsat` against the three baselines (replicate,
+megatron, autoshard) per (model, mesh), each solve a fresh ``layoutsat layout solve``
+process: total, bound and gap, collectives, per-chip DRAM, process wall and peak memory.
+
+    .venv/bin/python benchmarks/mesh.py [--meshes n300,t3000,galaxy] [--time-limit 60]
+        [--baseline-limit 30] [--graphs benchmarks/layout/mesh_models] [--only NAME ...]
+        [--out benchmarks/results/mesh.json]
+
+A pair whose graph no plan fits (every solver refused with ``mesh.dram_capacity``) is kept
+with its errors, so the table says so. Wall and peak RSS are the child's own
+(``os.wait4``), start-up and exit included. The JSON (with ``meta``) is rendered into
+BENCHMARKS.md by ``render.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.meta import meta, write_results  # noqa: E402
+
+BASELINES = ("replicate", "megatron", "autoshard")
+
+
+def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> dict:
+    """One solve in a child process: its plan's numbers, the wall and peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plan.json"
+        command = [sys.executable, "-c", "from app.cli import main; main()", "layout", "solve",
+                   str(graph), "-o", str(out), "--mesh", mesh, "--solver", solver,
+                   "--time-limit", str(limit), "--workers", str(workers)]
+        errors = Path(tmp) / "stderr.txt"
+        with errors.open("wb") as sink:
+            started = time.perf_counter()
+            child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+            _, status, usage = os.wait4(child.pid, 0)
+            wall = time.perf_counter() - started
+        error = errors.read_text(errors="replace").strip()
+        if os.waitstatus_to_exitcode(status) != 0 or not out.exists():
+            lines = [line.strip() for line in error.splitlines() if line.strip()]
+            return {"error": " ".join(lines[-2:])[:300] if lines else "no plan",
+                    "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024}
+        plan = json.loads(out.read_text())
+    m = plan["mesh"]
+    kinds: dict[str, int] = {}
+    for c in m["collectives"]:
+        kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+    return {"ops": len(plan["schedule"]), "total_us": plan["total_latency_us"],
+            "bound_us": plan["stats"]["best_bound"], "gap": plan["stats"]["gap"],
+            "status": plan["status"], "chip_us": m["chip_latency_us"],
+            "collective_us": m["collective_latency_us"], "collectives": kinds,
+            "dram_gib": m["memory"]["dram_peak_bytes"] / 2**30,
+            "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meshes", default="n300,t3000,galaxy")
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--baseline-limit", type=float, default=30.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks/layout/mesh_models")
+    parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.time_limit <= 0 or args.baseline_limit <= 0:
+        parser.error("time limits must be positive")
+    if not args.graphs.is_dir():
+        parser.error(f"no graph directory at {args.graphs}")
+    started = meta()
+    rows = []
+    for path in sorted(args.graphs.glob("*.json")):
+        if args.only and path.stem not in args.only:
+            continue
+        for mesh in args.meshes.split(","):
+            row: dict = {"graph": path.stem, "mesh": mesh, "time_limit_s": args.time_limit}
+            for solver in (*BASELINES, "cpsat"):
+                limit = args.time_limit if solver == "cpsat" else args.baseline_limit
+                row[solver] = run_one(path.resolve(), mesh, solver, limit, args.workers)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if args.out:
+        write_results(args.out, started, rows)
+
+
+if __name__ == "__main__":
+    main()

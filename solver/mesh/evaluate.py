@@ -1,0 +1,111 @@
+"""The independent check of a mesh plan: every decision legal, every mismatch covered by
+a collective, every chip's memory and L1 within bounds, the latency recomputed.
+
+It trusts nothing the solver reports: strategies are looked up by name in the op library
+and checked against the placements the plan gives each tensor; the collectives the
+placements need are derived again and compared with the plan's, and their latency
+recomputed from the published fits; the per-chip graph is rebuilt from the decisions and
+the plan's per-chip part goes through the one-chip evaluator (L1 by step or by address,
+DRAM per chip); the total is the per-chip latency plus the collectives'.
+"""
+
+from __future__ import annotations
+
+from models.errors import InputValidationError
+from models.layout import Evaluation, LayoutGraph, LayoutPlan, Violation
+from models.mesh import CollectiveStep
+from solver.layout.evaluate import close
+from solver.layout.evaluate import evaluate as evaluate_chip
+from solver.layout.problem import analyze
+from solver.mesh.local import Decisions, collectives_of, local_graph
+from solver.mesh.placement import Placement
+from solver.mesh.problem import MeshProblem, analyze_mesh
+
+
+def _key(c: CollectiveStep) -> tuple[object, ...]:
+    return (c.tensor, c.kind, c.axis, tuple(c.from_), tuple(c.to), c.local,
+            tuple(sorted(c.consumers)))
+
+
+def decisions_of(problem: MeshProblem, plan: LayoutPlan,
+                 violations: list[Violation]) -> Decisions | None:
+    """The plan's placements and strategies as indices, each fault a violation."""
+    assert plan.mesh is not None
+    section = plan.mesh
+    sources: dict[str, Placement] = {}
+    for name in problem.sources:
+        p = tuple(section.placements.get(name, ()))
+        if p not in problem.options[name]:
+            violations.append(Violation(kind="placement.illegal", where=f"tensors.{name}",
+                                        msg=f"{list(p)} is not a placement this input or "
+                                        f"weight may have on the {list(problem.mesh.shape)} "
+                                        "mesh (an even split; as pinned in mesh_inputs)"))
+        else:
+            sources[name] = p
+    strategies: dict[str, int] = {}
+    for name, op in problem.ops.items():
+        names = tuple(section.strategies.get(name, ()))
+        k = next((i for i, s in enumerate(problem.strategies[name]) if s.name == names), None)
+        if k is None:
+            violations.append(Violation(
+                kind="strategy.illegal", where=f"ops.{name}", msg=f"{list(names)} is not a "
+                f"strategy of this {op.type} on the {list(problem.mesh.shape)} mesh; it has "
+                f"{[list(s.name) for s in problem.strategies[name]][:8]}"))
+            continue
+        strategies[name] = k
+        made = problem.strategies[name][k].output
+        for t in op.outputs:
+            if tuple(section.placements.get(t, ())) != made:
+                violations.append(Violation(
+                    kind="placement.mismatch", where=f"tensors.{t}",
+                    msg=f"placed {section.placements.get(t)} but op '{name}' under "
+                    f"{list(names)} makes it {list(made)}"))
+    if violations:
+        return None
+    return Decisions(sources, strategies)
+
+
+def evaluate_mesh(graph: LayoutGraph, plan: LayoutPlan) -> Evaluation:
+    """Check a mesh plan of ``graph``; valid only when no violation is found."""
+    assert plan.mesh is not None
+    section = plan.mesh
+    violations: list[Violation] = []
+    problem = analyze_mesh(graph, section.mesh, priced=False)
+    d = decisions_of(problem, plan, violations)
+    if d is None:
+        return Evaluation(valid=False, total_latency_us=plan.total_latency_us,
+                          violations=violations)
+    needed = collectives_of(problem, d)
+    collective_us = sum(c.latency_us for c in needed)
+    if sorted(map(_key, needed)) != sorted(map(_key, section.collectives)):
+        violations.append(Violation(
+            kind="collectives.mismatch", where="mesh.collectives",
+            msg=f"the placements need {len(needed)} collective steps "
+            f"({', '.join(f'{c.kind} of {c.tensor} on axis {c.axis}' for c in needed[:6])}"
+            f"{', ...' if len(needed) > 6 else ''}); the plan lists {len(section.collectives)} "
+            "others"))
+    reported = sum(c.latency_us for c in section.collectives)
+    if not close(reported, section.collective_latency_us) or \
+            not close(collective_us, section.collective_latency_us):
+        violations.append(Violation(
+            kind="collectives.latency", where="mesh.collective_latency_us",
+            msg=f"reported {section.collective_latency_us!r} us; the collectives take "
+            f"{collective_us!r}"))
+    try:
+        chip_problem = analyze(local_graph(problem, d), problem.chip)
+    except InputValidationError as exc:
+        violations += [Violation(kind=f"chip.{i.rule}", where="mesh.graph", msg=i.msg)
+                       for i in exc.issues]
+        return Evaluation(valid=False, total_latency_us=plan.total_latency_us,
+                          violations=violations)
+    chip_plan = plan.model_copy(update={"mesh": None,
+                                        "total_latency_us": section.chip_latency_us})
+    chip = evaluate_chip(chip_problem, chip_plan)
+    violations += chip.violations
+    total = chip.total_latency_us + collective_us
+    if not close(plan.total_latency_us, total):
+        violations.append(Violation(
+            kind="total.mismatch", where="total_latency_us",
+            msg=f"reported {plan.total_latency_us!r} us; per-chip {chip.total_latency_us!r} "
+            f"plus collectives {collective_us!r} is {total!r}"))
+    return Evaluation(valid=not violations, total_latency_us=total, violations=violations)
