@@ -3,7 +3,7 @@ megatron, autoshard) per (model, mesh), each solve a fresh ``layoutsat layout so
 process: total, bound and gap, collectives, per-chip DRAM, process wall and peak memory.
 
     .venv/bin/python benchmarks/mesh.py [--meshes n300,t3000,galaxy] [--time-limit 60]
-        [--baseline-limit 30] [--graphs benchmarks/layout/mesh_models] [--only NAME ...]
+        [--baseline-limit 30] [--graphs PATH ...] [--only NAME ...]
         [--out benchmarks/results/mesh.json]
 
 A pair whose graph no plan fits (every solver refused with ``mesh.dram_capacity``) is kept
@@ -29,6 +29,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.meta import meta, write_results  # noqa: E402
 
 BASELINES = ("replicate", "megatron", "autoshard")
+GRAPHS = [ROOT / "benchmarks/layout/mesh_models",
+          ROOT / "benchmarks/layout/models/llama-3.1-8b-prefill128-l32.json",
+          ROOT / "benchmarks/layout/models/vit-b16.json"]
+"""The mesh models, plus the one-chip suite's 8B prefill and ViT planned on meshes."""
 
 
 def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> dict:
@@ -69,17 +73,20 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--baseline-limit", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks/layout/mesh_models")
+    parser.add_argument("--graphs", type=Path, nargs="*", default=GRAPHS,
+                        help="graph files or folders of them")
     parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.time_limit <= 0 or args.baseline_limit <= 0:
         parser.error("time limits must be positive")
-    if not args.graphs.is_dir():
-        parser.error(f"no graph directory at {args.graphs}")
+    missing = [str(p) for p in args.graphs if not p.exists()]
+    if missing:
+        parser.error(f"no such graph or folder: {', '.join(missing)}")
+    paths = [f for p in args.graphs for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
     started = meta()
     rows = []
-    for path in sorted(args.graphs.glob("*.json")):
+    for path in paths:
         if args.only and path.stem not in args.only:
             continue
         for mesh in args.meshes.split(","):

@@ -300,7 +300,7 @@ _ONNX: dict[str, tuple[str, ...]] = {
     "reduce_max": ("ReduceMax",), "max_pool2d": ("MaxPool",), "avg_pool2d": ("AveragePool",),
     "matmul": ("MatMul",), "linear": ("MatMul", "Gemm"), "conv2d": ("Conv",),
     "softmax": ("Softmax",), "layernorm": ("LayerNormalization", "pattern:layernorm"),
-    "rmsnorm": ("pattern:rmsnorm",), "concat": ("Concat",),
+    "rmsnorm": ("pattern:rmsnorm",), "concat": ("Concat", "Tile"),
     "reshape": ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Gather"),
     "permute": ("Transpose",), "slice": ("Slice", "Split", "Gather"), "embedding": ("Gather",),
 }

@@ -262,3 +262,24 @@ def test_the_rewritten_graphs_are_planned(case):
                        {"w": w(12, 8, 3), "i": np.array(0, np.int64)})
     plan = solve(graph, "greedy")
     assert plan.status == "feasible" and not plan.violations
+
+
+# ----------------------------------------------------------------------------- tile
+
+
+def test_a_tile_of_one_dim_is_a_concat_of_its_copies_and_other_tilings_stay_opaque():
+    """Grouped-query attention's ``repeat_interleave`` of the KV heads exports as
+    Unsqueeze, Tile along the new dim, Reshape: the Tile becomes a concat, so a mesh plan
+    can split the heads through it (an opaque op runs replicated)."""
+    kv = [N("Unsqueeze", ["k", "ax"], ["u"]), N("Tile", ["u", "reps"], ["t"]),
+          N("Reshape", ["t", "to"], ["y"])]
+    consts = {"ax": np.array([2], np.int64), "to": np.array([1, 8, 16, 64], np.int64)}
+    graph, report = run(kv, {"k": [1, 2, 16, 64]}, ["y"],
+                        {**consts, "reps": np.array([1, 1, 4, 1, 1], np.int64)})
+    cat = op(graph, "concat")
+    assert cat.attrs == {"dim": 2} and len(cat.inputs) == 4 and len(set(cat.inputs)) == 1
+    assert shape(graph, cat.outputs[0]) == [1, 2, 4, 16, 64] and not report["opaque"]
+    graph, report = run(kv, {"k": [1, 2, 16, 64]}, ["y"],
+                        {**consts, "ax": np.array([0], np.int64),
+                         "reps": np.array([2, 1, 2, 1, 1], np.int64)})
+    assert report["opaque"] == {"Tile": 1}

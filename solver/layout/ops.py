@@ -56,6 +56,13 @@ TRANSCENDENTAL = ("gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqr
 SFPU_CYCLES = {"relu": 32, "neg": 32, "abs": 32, **{t: 32 for t in BINARY_TYPES},
                **{t: 96 for t in TRANSCENDENTAL},
                "softmax": 320, "layernorm": 256, "rmsnorm": 192, "reduce": 64}
+# tt-metal's softmax and layernorm "large tensor" kernels (normalization/*/device/kernels/
+# compute/*_large_tensor.cpp) stream a row too wide for L1 in blocks and read it once per
+# pass: the max, the sum of exponentials, then the output (softmax); the mean, the variance,
+# then the output (layernorm); the sum of squares, then the output (rmsnorm). Model
+# assumption: blocks of 8 tiles.
+ROW_PASSES = {"softmax": 3, "layernorm": 3, "rmsnorm": 2}
+ROW_BLOCK_TILES = 8
 ACCEPT_SHARDED_ALTERNATIVES = 4  # sharded inputs offered to ops whose output is interleaved
 
 
@@ -289,12 +296,28 @@ class Eltwise(Family):
                     f"output {out.key}; ops that shrink the core count are rejected")
         return super().operand_rule(sig, out, i, m)
 
+    def streamed(self, sig: OpSig, out: MemConfig, device: DeviceSpec) -> bool:
+        """An interleaved softmax or norm whose whole row of circular buffers would not fit
+        L1 runs TT-NN's large-tensor kernels: the row in blocks, read once per pass."""
+        if sig.type not in ROW_PASSES or out.grid is not None:
+            return False
+        whole = 3 * sig.out.wt + 2 * (len(sig.inputs) - 1)
+        return whole * sig.out.tile_bytes > device.usable_l1_bytes
+
     def cb_tiles(self, sig, out, knobs, device) -> int:
-        if sig.type in ("softmax", "layernorm", "rmsnorm"):
+        if sig.type in ROW_PASSES:
             st = sig.out.shard_tiles(out)
             row = st[1] if st else sig.out.wt
+            if self.streamed(sig, out, device):
+                row = ROW_BLOCK_TILES
             return 3 * row + 2 * (len(sig.inputs) - 1)
         return super().cb_tiles(sig, out, knobs, device)
+
+    def reads(self, sig, out, knobs, i, device) -> dict[MemConfig, float]:
+        found = super().reads(sig, out, knobs, i, device)
+        if i == 0 and self.streamed(sig, out, device):
+            return {m: ROW_PASSES[sig.type] * t for m, t in found.items()}
+        return found
 
     def compute_us(self, sig, out, knobs, device) -> float:
         return cost.cycles_us(device, out_tiles_per_core(sig, out, device) * sfpu_cycles(sig.type))

@@ -8,8 +8,9 @@
   heads, and a partial sum is all-reduced where an op cannot take it (once per block).
 - ``autoshard``: tt-mlir's automatic sharding: per-argument placements (graph inputs and
   weights) on one mesh axis, propagated through the graph, the variant of least volume
-  kept (bytes moved by collectives plus bytes of weights and activations per chip), found
-  by trying each argument's placements in turn until the time share ends.
+  kept (bytes beyond a chip's DRAM first, then bytes moved by collectives plus bytes of
+  arguments and activations per chip), found by trying each argument's placements in turn
+  (arguments alike, a repeated block's weights, together) until the time share ends.
 
 Each op not fixed by its rule takes, among the strategies the baseline allows, the one of
 least per-chip cost plus resharding from where its operands are (``propagate``).
@@ -21,7 +22,6 @@ import math
 from collections.abc import Callable
 
 from solver.deadline import now
-from solver.mesh.collectives import conversion, conversion_us
 from solver.mesh.local import Decisions, placements_of
 from solver.mesh.placement import REPLICATED, Placement, local_bytes, split_dim
 from solver.mesh.problem import MeshProblem
@@ -31,7 +31,7 @@ Allowed = Callable[[str, int, Strategy], bool]
 
 
 def _reshard_us(problem: MeshProblem, tensor: str, src: Placement, dst: Placement) -> float:
-    us = conversion_us(problem.shapes[tensor], problem.dtypes[tensor], src, dst, problem.mesh)
+    us = problem.reshard_us(tensor, src, dst)
     return math.inf if us is None else us
 
 
@@ -125,21 +125,34 @@ def autoshard(problem: MeshProblem, until: float) -> Decisions:
     def single_axis(_name: str, _k: int, s: Strategy) -> bool:
         return on_axis(s.output) and all(on_axis(p) for p in s.inputs)
 
-    args = sorted(problem.sources, key=lambda n: -math.prod(problem.shapes[n]))
-    options = {n: [p for p in problem.options[n] if on_axis(p)] or problem.options[n][:1]
-               for n in args}
-    current = {n: options[n][0] for n in args}
-    best = propagate(problem, current, single_axis)
+    # arguments alike (a repeated block's weights: same shape, type, role and first
+    # reader's type) vary together, so a deep stack costs what one block does
+    groups: dict[tuple[tuple[int, ...], str, str, str], list[str]] = {}
+    for name in problem.sources:
+        reader = problem.ops[problem.consumers[name][0][0]].type
+        key = (problem.shapes[name], problem.dtypes[name], problem.kinds[name], reader)
+        groups.setdefault(key, []).append(name)
+    order = sorted(groups, key=lambda k: -math.prod(k[0]) * len(groups[k]))
+    options = {k: [p for p in problem.options[groups[k][0]] if on_axis(p)
+                   and all(p in problem.options[n] for n in groups[k])]
+               or problem.options[groups[k][0]][:1] for k in order}
+    current = {k: options[k][0] for k in order}
+
+    def run(chosen: dict[tuple[tuple[int, ...], str, str, str], Placement]) -> Decisions:
+        return propagate(problem, {n: chosen[k] for k in order for n in groups[k]},
+                         single_axis)
+
+    best = run(current)
     best_volume = volume(problem, best)
     improved = True
     while improved and now() < until:
         improved = False
-        for name in args:
-            for p in options[name]:
-                if p == current[name] or now() >= until:
+        for key in order:
+            for p in options[key]:
+                if p == current[key] or now() >= until:
                     continue
-                trial = {**current, name: p}
-                found = propagate(problem, trial, single_axis)
+                trial = {**current, key: p}
+                found = run(trial)
                 v = volume(problem, found)
                 if v < best_volume:
                     best, best_volume, current, improved = found, v, trial, True
@@ -155,8 +168,7 @@ def volume(problem: MeshProblem, d: Decisions) -> tuple[float, float]:
     for name, op in problem.ops.items():
         s = problem.strategies[name][d.strategies[name]]
         for t, need in zip(op.inputs, s.inputs, strict=True):
-            steps = conversion(problem.shapes[t], problem.dtypes[t], where[t], need,
-                               problem.mesh)
+            steps = problem.steps(t, where[t], need)
             if steps is None:
                 return math.inf, math.inf
             total += sum(st.bytes_per_chip for st in steps if st.kind != "slice")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from models.layout import GRAPH_FORMAT, LayoutGraph, parse_graph
 from models.mesh import CollectiveStep
-from solver.mesh.collectives import conversion
 from solver.mesh.placement import Placement, local_shape
 from solver.mesh.problem import MeshProblem
 
@@ -82,7 +81,7 @@ def _with_consumer(step: CollectiveStep, op: str) -> CollectiveStep:
 
 def _chain(problem: MeshProblem, tensor: str, src: Placement, dst: Placement,
            consumers: list[str]) -> list[CollectiveStep]:
-    found = conversion(problem.shapes[tensor], problem.dtypes[tensor], src, dst, problem.mesh)
+    found = problem.steps(tensor, src, dst)
     if found is None:
         raise ValueError(f"no collective turns {tensor} {src} into {dst}")
     out = collective_name(tensor, dst)

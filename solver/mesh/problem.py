@@ -11,6 +11,7 @@ it, so the strategy problem's bound is a bound on every mesh plan's latency.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ from models.mesh import MESH_PRESETS, PLACEMENT_RE, MeshSpec
 from solver.iopddl.problem import Problem
 from solver.layout.memory import DRAM
 from solver.layout.ops import DEFAULT_MAX_CONFIGS, FAMILIES, OperandSig, OpSig, candidates
-from solver.mesh.collectives import conversion_us
+from solver.mesh.collectives import Step, conversion
 from solver.mesh.placement import (
     PARTIAL,
     REPLICATED,
@@ -39,6 +40,8 @@ from solver.mesh.strategies import Strategy, op_strategies
 NS_PER_US = 1000
 """The strategy problem's integer unit: nanoseconds, each cost rounded down so its bound
 stays a bound in microseconds."""
+MAX_OP_ISSUES = 10
+"""Ops named when none of their strategies fits a chip (a repeated block repeats them)."""
 FORBIDDEN_NS = 10**18
 """A pair of strategies no collective joins (a partial sum needed where none is made), or
 an op no configuration of fits: the ``iopddl`` family's "infinite" cost, never chosen
@@ -80,6 +83,9 @@ class MeshProblem:
     op_us: dict[str, list[float]]
     max_configs: int = DEFAULT_MAX_CONFIGS
     _least: dict[OpSig, float] = field(default_factory=dict, repr=False)
+    _edges: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict, repr=False)
+    _steps: dict[tuple[object, ...], list[Step] | None] = field(default_factory=dict,
+                                                                repr=False)
 
     @property
     def nodes(self) -> list[str]:
@@ -92,6 +98,18 @@ class MeshProblem:
             return self.options[tensor][choice[tensor]]
         return self.strategies[op][choice[op]].output
 
+    def steps(self, tensor: str, src: Placement, dst: Placement) -> list[Step] | None:
+        """The collectives that take ``tensor`` from ``src`` to ``dst`` (None: none can),
+        worked out once per shape, type and pair of placements."""
+        key = (self.shapes[tensor], self.dtypes[tensor], src, dst)
+        if key not in self._steps:
+            self._steps[key] = conversion(key[0], key[1], src, dst, self.mesh)
+        return self._steps[key]
+
+    def reshard_us(self, tensor: str, src: Placement, dst: Placement) -> float | None:
+        found = self.steps(tensor, src, dst)
+        return None if found is None else sum(s.latency_us for s in found)
+
     def handed_over(self, tensor: str, src: Placement) -> Placement:
         """The placement the host takes graph output ``tensor`` in when it is made ``src``:
         as pinned in ``mesh_outputs``, else as made with partial sums reduced."""
@@ -100,8 +118,7 @@ class MeshProblem:
 
     def resolve_us(self, tensor: str, src: Placement) -> float:
         """The collectives that hand a graph output made ``src`` to the host."""
-        us = conversion_us(self.shapes[tensor], self.dtypes[tensor], src,
-                           self.handed_over(tensor, src), self.mesh)
+        us = self.reshard_us(tensor, src, self.handed_over(tensor, src))
         assert us is not None
         return us
 
@@ -133,25 +150,39 @@ def analyze_mesh(graph: LayoutGraph, mesh: MeshSpec, max_configs: int = DEFAULT_
         problem.options[name] = [pinned[name]] if name in pinned else \
             list(placements(shapes[name], mesh.shape))
     issues = []
+    # ops alike (a repeated block's) share their strategies and prices
+    alike: dict[tuple[object, ...], tuple[list[Strategy], list[float]]] = {}
     for index, op in enumerate(graph.ops):
-        ins = [shapes[t] for t in op.inputs]
-        found = op_strategies(op, ins, shapes[op.outputs[0]], mesh.shape) \
-            if len(op.outputs) == 1 else []
-        if not found:  # several outputs (opaque): replicated only
-            found = [Strategy(("replicated",) * len(mesh.shape),
-                              tuple((REPLICATED,) * len(mesh.shape) for _ in ins),
-                              (REPLICATED,) * len(mesh.shape))]
-        problem.strategies[op.name] = found
+        key = (op.type, json.dumps(op.attrs, sort_keys=True),
+               *((shapes[t], problem.dtypes[t], problem.kinds[t]) for t in op.inputs),
+               *((shapes[t], problem.dtypes[t]) for t in op.outputs))
+        if key not in alike:
+            found = _strategies(op, [shapes[t] for t in op.inputs], shapes, mesh)
+            alike[key] = found, [least_us(problem, op, s) for s in found] if priced else []
+        problem.strategies[op.name], prices = alike[key]
         if not priced:
             continue
-        problem.op_us[op.name] = [least_us(problem, op, s) for s in found]
-        if all(math.isinf(u) for u in problem.op_us[op.name]):
+        problem.op_us[op.name] = prices
+        if all(math.isinf(u) for u in prices):
             issues.append(Issue(("ops", index), f"op '{op.name}' ({op.type}) has no "
                                 f"configuration whose scratch fits one {chip.name} under "
                                 "any of its strategies", "mesh.op_too_large"))
     if issues:
-        raise InputValidationError(issues, "layout graph")
+        more = len(issues) - MAX_OP_ISSUES
+        shown = issues[:MAX_OP_ISSUES] + ([Issue(("ops",), f"and {more} more ops like these",
+                                                 "mesh.op_too_large")] if more > 0 else [])
+        raise InputValidationError(shown, "layout graph")
     return problem
+
+
+def _strategies(op: OpDecl, ins: list[tuple[int, ...]], shapes: dict[str, tuple[int, ...]],
+                mesh: MeshSpec) -> list[Strategy]:
+    """An op's strategies; an op of several outputs (opaque) runs replicated only."""
+    found = op_strategies(op, ins, shapes[op.outputs[0]], mesh.shape) \
+        if len(op.outputs) == 1 else []
+    return found or [Strategy(("replicated",) * len(mesh.shape),
+                              tuple((REPLICATED,) * len(mesh.shape) for _ in ins),
+                              (REPLICATED,) * len(mesh.shape))]
 
 
 def _pinned(graph: LayoutGraph, mesh: MeshSpec, shapes: dict[str, tuple[int, ...]],
@@ -279,19 +310,21 @@ def strategy_problem(problem: MeshProblem) -> Problem:
 def _edge(problem: MeshProblem, tensor: str, src: str, op: str, j: int) -> np.ndarray:
     """Resharding costs (ns) from each placement the source may give ``tensor`` to what
     each strategy of ``op`` needs of operand ``j``."""
-    made = problem.options[src] if src in problem.options else \
-        [s.output for s in problem.strategies[src]]
-    needed = [s.inputs[j] for s in problem.strategies[op]]
-    prices: dict[tuple[Placement, Placement], int] = {}
-    matrix = np.zeros((len(made), len(needed)), dtype=np.int64)
-    for a, p in enumerate(made):
-        for b, q in enumerate(needed):
-            key = (p, q)
-            if key not in prices:
-                us = conversion_us(problem.shapes[tensor], problem.dtypes[tensor], p, q,
-                                   problem.mesh)
-                prices[key] = FORBIDDEN_NS if us is None else math.floor(us * NS_PER_US)
-            matrix[a, b] = prices[key]
+    made = tuple(problem.options[src] if src in problem.options else
+                 [s.output for s in problem.strategies[src]])
+    needed = tuple(s.inputs[j] for s in problem.strategies[op])
+    key = (problem.shapes[tensor], problem.dtypes[tensor], made, needed)
+    matrix = problem._edges.get(key)
+    if matrix is None:
+        prices: dict[tuple[Placement, Placement], int] = {}
+        matrix = np.zeros((len(made), len(needed)), dtype=np.int64)
+        for a, p in enumerate(made):
+            for b, q in enumerate(needed):
+                if (p, q) not in prices:
+                    us = problem.reshard_us(tensor, p, q)
+                    prices[p, q] = FORBIDDEN_NS if us is None else math.floor(us * NS_PER_US)
+                matrix[a, b] = prices[p, q]
+        problem._edges[key] = matrix
     return matrix
 
 

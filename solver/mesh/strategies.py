@@ -49,9 +49,10 @@ Shape = Sequence[int]
 
 def _follow(name: str, maps: Sequence[Sequence[int | None]], out_rank: int,
             shapes: Sequence[Shape], out: Shape, chips: int,
-            forbidden: frozenset[int] = frozenset()) -> list[AxisChoice]:
-    """Split output dim d and each operand's dim ``maps[j][d]`` (operands without it, or
-    broadcast along it, stay replicated)."""
+            forbidden: frozenset[int] = frozenset(), strict: bool = False) -> list[AxisChoice]:
+    """Split output dim d and each operand's dim ``maps[j][d]``: operands without it, or
+    broadcast along it, stay replicated; with ``strict`` (a reshape) an output dim no
+    operand dim maps to is never split."""
     choices = [AxisChoice("replicated", (REPLICATED,) * len(shapes), REPLICATED)]
     for d in range(out_rank):
         if d in forbidden or out[d] % chips:
@@ -59,6 +60,8 @@ def _follow(name: str, maps: Sequence[Sequence[int | None]], out_rank: int,
         ins = []
         for j, shape in enumerate(shapes):
             k = maps[j][d]
+            if k is None and strict:
+                break
             if k is None or shape[k] == 1:
                 ins.append(REPLICATED)
             elif shape[k] % chips:
@@ -148,7 +151,7 @@ def axis_choices(op: OpDecl, shapes: Sequence[Shape], out: Shape,
                        frozenset(set(range(rank)) - set(whole)))
     if t == "reshape":
         return _follow("split", [_reshape_map(shapes[0], out, chips)], rank, shapes, out,
-                       chips) + _partial_pass(t, 1)
+                       chips, strict=True) + _partial_pass(t, 1)
     return [AxisChoice("replicated", (REPLICATED,) * len(shapes), REPLICATED)]
 
 

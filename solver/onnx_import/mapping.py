@@ -257,6 +257,18 @@ def concat(b: Builder, node: onnx.NodeProto, name: str) -> bool:
                  {"dim": nhwc_axis(axis) if cl else axis}, cl)
 
 
+def tile(b: Builder, node: onnx.NodeProto, name: str) -> bool:
+    """A Tile that repeats one dim r times is a concat of r copies along it (how
+    ``repeat_interleave`` exports the shared KV heads of grouped-query attention); other
+    tilings stay opaque."""
+    repeats = _const_ints(b, node.input[1])
+    grown = [d for d, r in enumerate(repeats or []) if r != 1]
+    if repeats is None or len(grown) != 1 or repeats[grown[0]] < 2:
+        return False
+    x = b.in_layout(node.input[0], False)
+    return b.add(name, "concat", [x] * repeats[grown[0]], node.output[0], {"dim": grown[0]})
+
+
 def reshape(b: Builder, node: onnx.NodeProto, name: str) -> bool:
     """Reshape, Flatten, Squeeze, Unsqueeze: a channels-last input is put back in NCHW order
     first unless its spatial dims are 1 (then both orders hold the same elements)."""
@@ -370,7 +382,7 @@ MAPPERS: dict[str, Mapper] = {
     "GlobalAveragePool": global_pool, "Softmax": softmax, "LayerNormalization": layer_norm,
     "Concat": concat, "Reshape": reshape, "Flatten": reshape, "Squeeze": reshape,
     "Unsqueeze": reshape, "Transpose": transpose, "Slice": slice_, "Split": split,
-    "Gather": gather,
+    "Gather": gather, "Tile": tile,
 }
 # Nodes that only rename a value (or change its numeric type): the output is the input.
 ALIASES = {"Identity", "Cast", "Dropout", "CastLike"}
