@@ -380,6 +380,41 @@ def compare_tables(data: Row) -> str:
     return "\n".join(lines)
 
 
+# --- mesh: benchmarks/mesh.py ----------------------------------------------------------
+
+MESH_BASELINES = ("replicate", "megatron", "autoshard")
+
+
+def _mesh_cell(run: Row) -> str:
+    if "error" in run:
+        return "does not fit" if "mesh.dram_capacity" in run["error"] or \
+            "per-chip DRAM" in run["error"] else "error"
+    return f"{run['total_us']:,.0f}"
+
+
+def mesh_table(rows: list[Row]) -> str:
+    """``benchmarks/mesh.py``: per (graph, mesh) each baseline's total, cpsat's total, bound
+    and gap, best baseline / cpsat, collectives, DRAM per chip, wall and peak memory."""
+    head = ["graph", "mesh", *MESH_BASELINES, "cpsat", "bound", "gap", "best baseline / cpsat",
+            "collectives (cpsat)", "DRAM/chip", "cpsat wall", "peak RSS"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        c = r["cpsat"]
+        totals = [r[b]["total_us"] for b in MESH_BASELINES if "total_us" in r[b]]
+        cells = [r["graph"], r["mesh"], *(_mesh_cell(r[b]) for b in MESH_BASELINES),
+                 _mesh_cell(c)]
+        if "error" in c:
+            cells += ["", "", "", "", "", f"{c['wall_s']:.1f} s", f"{c['peak_mb']:,.0f} MB"]
+        else:
+            ratio = f"{min(totals) / c['total_us']:.2f}x" if totals else "no baseline fits"
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(c["collectives"].items())) or "none"
+            bound = "none" if c["bound_us"] is None else f"{c['bound_us']:,.0f}"
+            cells += [bound, _percent(c["gap"]), ratio, kinds, f"{c['dram_gib']:.2f} GiB",
+                      f"{c['wall_s']:.1f} s", f"{c['peak_mb']:,.0f} MB"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # --- the registry and the markers -------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -415,6 +450,7 @@ TABLES = {
     "proofs-60s-swaps": Table("proofs-60s-swaps.json", lambda d: proofs_table(d["rows"])),
     "proofs-10s-1worker": Table("proofs-10s-1worker.json", lambda d: proofs_table(d["rows"])),
     "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
+    "mesh": Table("mesh.json", lambda d: mesh_table(d["rows"])),
 }
 
 

@@ -45,6 +45,8 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("proofs.py", ["--time-limit", "0"], "--time-limit must be positive"),
     ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
     ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
+    ("mesh.py", ["--time-limit", "0"], "time limits must be positive"),
+    ("mesh.py", ["--graphs", "no/such.json"], "no such graph or folder: no/such.json"),
     ("gap_split.py", ["no/such.json"], "no results file at no/such.json"),
     ("order.py", ["--graphs", "no/such/dir"], "--graphs: no such directory: no/such/dir"),
     ("order.py", ["--time-limit", "0"], "--time-limit must be positive"),

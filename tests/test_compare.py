@@ -228,6 +228,25 @@ def test_every_task_runs_in_a_fresh_worker_process(tmp_path):
     assert os.getpid() not in {r["pid"] for r in records}
 
 
+def test_a_graph_on_a_mesh_is_compared_by_the_mesh_solvers(tmp_path):
+    """A graph naming a mesh (or a mesh in the batch's options) runs cpsat and the mesh
+    baselines; a one-chip graph the one-chip solvers; each pair re-checked as usual."""
+    folder = graphs_dir(tmp_path, LAYOUT)
+    doc = json.loads(LAYOUT.read_text())
+    (folder / "on-mesh.json").write_text(json.dumps({**doc, "device": None, "mesh": "n300"}))
+    pairs = {(Path(t.graph).name, t.solver) for t in tasks_for(batch_of(folder))}
+    assert {s for g, s in pairs if g == "on-mesh.json"} == {"cpsat", "replicate", "megatron",
+                                                            "autoshard"}
+    assert {s for g, s in pairs if g == LAYOUT.name} == {"cpsat", "dram", "dfsharding",
+                                                         "greedy"}
+    meshed = Options(time_limit_s=5.0, family_options={"layout": {"mesh": "n300"}})
+    (tmp_path / "b").mkdir()
+    outcome = run_batch(batch_of(graphs_dir(tmp_path / "b", LAYOUT), options=meshed,
+                                 solvers=["cpsat", "megatron"]), tmp_path / "out")
+    assert {(r["solver"], r["status"], r["valid"]) for r in outcome.records} == {
+        ("cpsat", "feasible", True), ("megatron", "feasible", True)}
+
+
 def test_gate_trips_when_cpsat_is_worse(tmp_path):
     folder = graphs_dir(tmp_path, LAYOUT)
     outcome = run_batch(batch_of(folder, solvers=["cpsat", "greedy"], fail_if_worse="greedy"),
