@@ -3,9 +3,11 @@ independent evaluator, and how the service, the command line and bad input reach
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,11 @@ from models.layout import LayoutGraph, LayoutPlan, parse_graph
 from models.mesh import MESH_PRESETS
 from solver import mesh
 from solver.deadline import Deadline
+from solver.iopddl.elimination import eliminate
+from solver.iopddl.evaluate import evaluate as evaluate_strategies
 from solver.layout.family import FAMILY, LayoutOptions
 from solver.mesh.evaluate import evaluate_mesh
+from solver.mesh.problem import analyze_mesh, strategy_problem
 from tests.layout_fixtures import SMALL_EXAMPLE, op, tensor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +119,14 @@ def test_weights_beyond_one_chips_dram_must_be_split() -> None:
     assert len(weights) == 8 and all("S0" in m.placements[w] or "S1" in m.placements[w]
                                      for w in weights)
     assert evaluate_mesh(parse_graph(graph), plan).valid
+
+
+def test_weights_beyond_the_whole_mesh_are_refused_naming_the_rule() -> None:
+    """Eight blocks: 32 GiB of weights, more than both chips hold together."""
+    with pytest.raises(InputValidationError) as refused:
+        plan_of(mlp(16384, 65536, layers=8), "cpsat", 10)
+    (issue,) = refused.value.issues
+    assert issue.rule == "mesh.dram_capacity" and issue.loc == ("mesh",)
 
 
 def test_a_small_model_stays_replicated_when_collectives_would_dominate() -> None:
@@ -217,3 +230,38 @@ def test_the_command_line_plans_on_a_mesh_preset(tmp_path: Path) -> None:
     assert "mesh n300 (1x2 wormhole_n300)" in done.stdout
     plan = json.loads(out.read_text())
     assert plan["mesh"]["strategies"].keys() == {"ln", "fc1", "fc2", "residual"}
+
+
+def test_a_custom_mesh_spec_is_planned_and_deterministic_solves_repeat() -> None:
+    """A 1x4 Blackhole ring given as a spec (as a request's options carry it); with the
+    deterministic option two solves give the same plan byte for byte."""
+    spec = {"name": "bh-ring", "chip": "blackhole_p150",
+            "axes": [{"size": 4, "topology": "ring", "links": 2, "link_gbps": 50.0,
+                      "hop_latency_us": 0.52}]}
+    options = LayoutOptions(mesh=spec, solver="cpsat", time_limit_s=5, deterministic=True)
+    graph = parse_graph({**mlp(4096, 8192), "mesh_inputs": {"x": ["R"]},
+                         "mesh_outputs": {"o_0": ["R"]}})
+    FAMILY.admit(graph, options)
+    first, second = (FAMILY.solve(graph, options, Deadline.after(5, deterministic=True))
+                     for _ in range(2))
+    assert first.answer == second.answer
+    plan = first.result
+    assert plan.mesh is not None and plan.mesh.mesh.name == "bh-ring"
+    assert plan.device.name == "blackhole_p150" and plan.stats.deterministic
+    assert {c.kind for c in plan.mesh.collectives} <= {"all_reduce", "all_gather",
+                                                       "reduce_scatter", "slice"}
+
+
+def test_the_strategy_problem_is_solved_exactly_and_its_optimum_is_the_bound() -> None:
+    """Every assignment of the small MLP's strategy problem enumerated: elimination finds
+    the least, and the plan's bound is it (the choice fits both chips' DRAM)."""
+    graph = parse_graph(mlp(4096, 8192, pinned=False))
+    problem = analyze_mesh(graph, N300)
+    strategies = strategy_problem(problem)
+    least = min(evaluate_strategies(strategies, list(choice)).cost or 0
+                for choice in itertools.product(*(range(len(c)) for c in strategies.costs)))
+    exact = eliminate(strategies, time.monotonic() + 10)
+    assert exact is not None and exact.cost == least
+    plan = mesh.solve(graph, N300, "cpsat", deadline=Deadline.after(10))
+    assert plan.stats.best_bound == pytest.approx(least / 1000)
+    assert plan.total_latency_us >= plan.stats.best_bound

@@ -4,8 +4,10 @@ layout.
 ``solve`` decides in two coupled stages. First the strategy problem
 (``problem.strategy_problem``): one strategy per op and a placement per graph input and
 weight, priced by each op's least per-chip latency and the collectives between, under
-per-chip DRAM; ``cpsat`` searches it with the ``iopddl`` family's search and bound, the
-baselines (``baselines.py``) fill it by their rules, and ``cpsat`` keeps the best of all.
+per-chip DRAM. ``cpsat`` solves it exactly by variable elimination (compute graphs have a
+small treewidth) and, when that choice overflows a chip's DRAM, with the baselines
+(``baselines.py``) and the ``iopddl`` family's search, keeping the best that fits; each
+baseline fills it by its own rule.
 Then the per-chip graph those decisions make (``local.py``) is planned by the one-chip
 layout solver (``cpsat`` for ``cpsat``, TT-NN's greedy for the baselines) in the time left.
 The plan's latency is the per-chip plan's plus the collectives', and its bound (``cpsat``)
@@ -22,12 +24,14 @@ from models.layout import L1Allocation, LayoutGraph, LayoutPlan
 from models.mesh import ChipMemory, MeshSection, MeshSpec
 from solver import layout, progress
 from solver.deadline import WORK_SHARE, Deadline, now, wrap_up_s
+from solver.iopddl.elimination import eliminate
 from solver.iopddl.evaluate import evaluate as evaluate_strategies
 from solver.iopddl.problem import Problem
 from solver.iopddl.search import SOLVERS as STRATEGY_SEARCHES
+from solver.iopddl.search import Infeasible, Outcome
 from solver.layout.dram_capacity import dram_need
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
-from solver.layout.problem import analyze
+from solver.layout.problem import LayoutProblem, analyze
 from solver.mesh.baselines import BASELINES
 from solver.mesh.evaluate import evaluate_mesh
 from solver.mesh.local import Decisions, collectives_of, local_graph, placements_of
@@ -71,27 +75,8 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
         strategies = strategy_problem(problem)
         ends = run.at - wrap_up_s(2 * len(graph.ops))
         begun = now()
-        until = begun + STRATEGY_SHARE * (ends - begun)
-        baselines = [solver] if solver != "cpsat" else list(BASELINES)
-        share = 1.0 if solver != "cpsat" else BASELINE_SHARE
-        options: list[tuple[int, int, Decisions]] = []
-        for name in baselines:
-            d = BASELINES[name](problem, now() + share * max(0.0, until - now()))
-            options.append((*_priced(strategies, problem, d), d))
-        bound = None
-        if solver == "cpsat":
-            outcome = STRATEGY_SEARCHES["cpsat"](strategies, until, seed, workers)
-            if outcome.solution is not None:
-                d = _decisions(problem, outcome.solution)
-                options.append((*_priced(strategies, problem, d), d))
-            if outcome.bound is not None:
-                bound = outcome.bound / NS_PER_US
-        fitting = [o for o in options if o[0] >= 0]
-        if not fitting:
-            raise InputValidationError([Issue(("mesh",), _unfit(problem, options),
-                                              "mesh.dram_capacity")], "layout graph")
-        cost, _, chosen = min(fitting, key=lambda o: o[0])
-        progress.report(cost / NS_PER_US, bound)
+        chosen, bound = _decide(problem, strategies, solver,
+                                begun + STRATEGY_SHARE * (ends - begun), seed, workers)
         left = max(0.0, ends - now())
         inner = Deadline(deadline.at, left / WORK_SHARE, True) if deadline.deterministic \
             else Deadline(time.monotonic() + left, left)
@@ -101,7 +86,8 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
                              deadline=inner, seed=seed, workers=workers,
                              max_configs=max_configs, capacity=capacity)
     repeatable = repeatable and chip_plan.stats.deterministic
-    plan = _mesh_plan(problem, chosen, chip_plan, solver, bound)
+    plan = _mesh_plan(problem, chosen, analyze(chip_graph, problem.chip), chip_plan, solver,
+                      bound)
     verdict = evaluate_mesh(graph, plan)
     stats = plan.stats.model_copy(update={
         "wall_time_s": None if repeatable else time.monotonic() - started,
@@ -110,6 +96,50 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
         return plan.model_copy(update={"stats": stats, "status": "invalid",
                                        "violations": verdict.violations})
     return plan.model_copy(update={"stats": stats})
+
+
+def _decide(problem: MeshProblem, strategies: Problem, solver: str, until: float, seed: int,
+            workers: int) -> tuple[Decisions, float | None]:
+    """The decisions of ``solver`` and, for ``cpsat``, a bound on every plan's latency.
+
+    ``cpsat`` first eliminates the strategy problem exactly (``iopddl.elimination``: a
+    compute graph's treewidth is small): when that choice fits every chip's DRAM it is the
+    optimum and its cost the bound. Otherwise the minimum still bounds every plan, and the
+    baselines and the ``iopddl`` search look for decisions that fit."""
+    bound = None
+    options: list[tuple[int, int, Decisions]] = []
+    if solver == "cpsat":
+        exact = eliminate(strategies, until)
+        if exact is not None:
+            bound = exact.cost / NS_PER_US
+            d = _decisions(problem, exact.solution)
+            cost, peak = _priced(strategies, problem, d)
+            if cost >= 0:
+                progress.report(cost / NS_PER_US, bound)
+                return d, bound
+            options.append((cost, peak, d))
+    baselines = [solver] if solver != "cpsat" else list(BASELINES)
+    share = 1.0 if solver != "cpsat" else BASELINE_SHARE
+    for name in baselines:
+        d = BASELINES[name](problem, now() + share * max(0.0, until - now()))
+        options.append((*_priced(strategies, problem, d), d))
+    if solver == "cpsat":
+        try:
+            outcome = STRATEGY_SEARCHES["cpsat"](strategies, until, seed, workers)
+        except Infeasible:  # even each node's least DRAM overflows a chip somewhere
+            outcome = Outcome(None, "infeasible")
+        if outcome.solution is not None:
+            d = _decisions(problem, outcome.solution)
+            options.append((*_priced(strategies, problem, d), d))
+        if outcome.bound is not None:
+            bound = max(bound or 0.0, outcome.bound / NS_PER_US)
+    fitting = [o for o in options if o[0] >= 0]
+    if not fitting:
+        raise InputValidationError([Issue(("mesh",), _unfit(problem, options),
+                                          "mesh.dram_capacity")], "layout graph")
+    cost, _, chosen = min(fitting, key=lambda o: o[0])
+    progress.report(cost / NS_PER_US, bound)
+    return chosen, bound
 
 
 def _priced(strategies: Problem, problem: MeshProblem, d: Decisions) -> tuple[int, int]:
@@ -126,13 +156,12 @@ def _unfit(problem: MeshProblem, options: list[tuple[int, int, Decisions]]) -> s
             f"{problem.chip.dram_size_bytes:,}; choose a larger mesh")
 
 
-def _mesh_plan(problem: MeshProblem, d: Decisions, chip: LayoutPlan, solver: str,
-               bound: float | None) -> LayoutPlan:
+def _mesh_plan(problem: MeshProblem, d: Decisions, chip_problem: LayoutProblem,
+               chip: LayoutPlan, solver: str, bound: float | None) -> LayoutPlan:
     collectives = collectives_of(problem, d)
     collective_us = sum(c.latency_us for c in collectives)
     total = chip.total_latency_us + collective_us
     where = placements_of(problem, d)
-    chip_problem = analyze(local_graph(problem, d), problem.chip)
     weights = sum(t.stored_bytes for t in chip_problem.tensors.values()
                   if t.kind == "constant")
     section = MeshSection(

@@ -91,9 +91,9 @@ def _reshape_map(src: Shape, dst: Shape, chips: int) -> list[int | None]:
             for j in range(len(dst))]
 
 
-def _partial_pass(op_type: str, n_inputs: int, concat_ok: bool = True) -> list[AxisChoice]:
-    if op_type in ("add", "sub") or (op_type == "concat" and concat_ok) or \
-            op_type in ("reshape", "permute", "transpose", "reduce_sum", "reduce_mean"):
+def _partial_pass(op_type: str, n_inputs: int) -> list[AxisChoice]:
+    """Partial sums in, a partial sum out, for ops linear in every operand."""
+    if op_type in LINEAR_PASS:
         return [AxisChoice("partial", (PARTIAL,) * n_inputs, PARTIAL)]
     return []
 
