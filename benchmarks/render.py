@@ -451,6 +451,7 @@ TABLES = {
     "proofs-10s-1worker": Table("proofs-10s-1worker.json", lambda d: proofs_table(d["rows"])),
     "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
     "mesh": Table("mesh.json", lambda d: mesh_table(d["rows"])),
+    "mesh-70b-120s": Table("mesh-70b-120s.json", lambda d: mesh_table(d["rows"])),
 }
 
 

@@ -265,3 +265,12 @@ def test_the_strategy_problem_is_solved_exactly_and_its_optimum_is_the_bound() -
     plan = mesh.solve(graph, N300, "cpsat", deadline=Deadline.after(10))
     assert plan.stats.best_bound == pytest.approx(least / 1000)
     assert plan.total_latency_us >= plan.stats.best_bound
+
+
+@pytest.mark.parametrize("preset", sorted(MESH_PRESETS))
+def test_every_mesh_preset_plans_the_shipped_example(preset: str) -> None:
+    graph = parse_graph(json.loads(SMALL_EXAMPLE.read_text()))
+    plan = mesh.solve(graph, MESH_PRESETS[preset], "cpsat", deadline=Deadline.after(5))
+    assert plan.status in ("optimal", "feasible") and plan.mesh is not None
+    assert plan.device.name == MESH_PRESETS[preset].chip
+    assert evaluate_mesh(graph, plan).valid

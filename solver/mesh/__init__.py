@@ -35,7 +35,13 @@ from solver.layout.problem import LayoutProblem, analyze
 from solver.mesh.baselines import BASELINES
 from solver.mesh.evaluate import evaluate_mesh
 from solver.mesh.local import Decisions, collectives_of, local_graph, placements_of
-from solver.mesh.problem import NS_PER_US, MeshProblem, analyze_mesh, strategy_problem
+from solver.mesh.problem import (
+    FORBIDDEN_NS,
+    NS_PER_US,
+    MeshProblem,
+    analyze_mesh,
+    strategy_problem,
+)
 
 MESH_SOLVERS = ("cpsat", *BASELINES)
 STRATEGY_SHARE = 0.4
@@ -143,10 +149,12 @@ def _decide(problem: MeshProblem, strategies: Problem, solver: str, until: float
 
 
 def _priced(strategies: Problem, problem: MeshProblem, d: Decisions) -> tuple[int, int]:
-    """(cost in ns, peak DRAM bytes per chip) of decisions; cost -1 when they do not fit."""
+    """(cost in ns, peak DRAM bytes per chip) of decisions; cost -1 when they do not fit
+    (or need what no collective or configuration makes: a forbidden cost)."""
     report = evaluate_strategies(strategies, _choice_of(problem, d))
     peak = report.peak.usage if report.peak else 0
-    return (report.cost if report.valid and report.cost is not None else -1), peak
+    ok = report.valid and report.cost is not None and report.cost < FORBIDDEN_NS
+    return (report.cost if ok and report.cost is not None else -1), peak
 
 
 def _unfit(problem: MeshProblem, options: list[tuple[int, int, Decisions]]) -> str:
