@@ -100,6 +100,18 @@ def test_a_two_axis_conversion_takes_the_cheaper_order() -> None:
     assert conversion(shape, "bf16", ("R", "R"), ("P", "R"), t3000) is None
 
 
+def test_a_dim_split_by_both_axes_changes_on_the_minor_axis_only() -> None:
+    """Axis 0 splits first: gathering axis 1's sub-blocks joins each chip's axis-0 block,
+    gathering axis 0 first would leave every chip's data out of order."""
+    t3000 = MESH_PRESETS["t3000"]
+    shape = [64, 256]
+    inner = conversion(shape, "bf16", ("S1", "S1"), ("S1", "R"), t3000)
+    assert inner is not None and [(s.kind, s.axis) for s in inner] == [("all_gather", 1)]
+    assert conversion(shape, "bf16", ("S1", "S1"), ("R", "S1"), t3000) is None
+    whole = conversion(shape, "bf16", ("S1", "S1"), ("R", "R"), t3000)
+    assert whole is not None and [s.axis for s in whole] == [1, 0]
+
+
 def test_a_mesh_needs_two_chips_and_presets_match_their_sources() -> None:
     with pytest.raises(ValueError, match="at least two chips"):
         MeshSpec(name="one", chip="wormhole_n150", axes=[MeshAxis(size=1)])

@@ -24,6 +24,7 @@ from solver.deadline import Deadline
 from solver.iopddl.elimination import eliminate
 from solver.iopddl.evaluate import evaluate as evaluate_strategies
 from solver.layout.family import FAMILY, LayoutOptions
+from solver.mesh import _decisions, _strategy_us
 from solver.mesh.evaluate import evaluate_mesh
 from solver.mesh.problem import analyze_mesh, strategy_problem
 from tests.layout_fixtures import SMALL_EXAMPLE, op, tensor
@@ -162,6 +163,15 @@ def test_the_evaluator_catches_every_tampered_decision(
     assert "collectives.latency" in kinds({"collectives": cheap, "collective_latency_us": 1.0})
     short = plan.model_copy(update={"total_latency_us": plan.total_latency_us - 5})
     assert "total.mismatch" in {v.kind for v in evaluate_mesh(graph, short).violations}
+    # the residual add cannot read partial sums of what ops make whole
+    assert "collectives.impossible" in kinds(
+        {"strategies": {**m.strategies, "res_0": ["replicated", "partial"]},
+         "placements": {**m.placements, "o_0": ["R", "P"]}})
+    fast = m.mesh.model_copy(update={"axes": [a.model_copy(update={"link_gbps": 1e4})
+                                              for a in m.mesh.axes]})
+    assert "mesh.mismatch" in kinds({"mesh": fast})
+    assert "memory.mismatch" in kinds(
+        {"memory": m.memory.model_copy(update={"weight_bytes": 1})})
 
 
 def test_the_family_refuses_what_a_mesh_cannot_take() -> None:
@@ -253,18 +263,49 @@ def test_a_custom_mesh_spec_is_planned_and_deterministic_solves_repeat() -> None
 
 
 def test_the_strategy_problem_is_solved_exactly_and_its_optimum_is_the_bound() -> None:
-    """Every assignment of the small MLP's strategy problem enumerated: elimination finds
-    the least, and the plan's bound is it (the choice fits both chips' DRAM)."""
+    """Every assignment of the small MLP's strategy problem enumerated: with each reader
+    paying its share of a collective the problem never costs more than the assignment
+    does (one chain per tensor and placement), elimination finds its least, and that is
+    the plan's bound."""
     graph = parse_graph(mlp(4096, 8192, pinned=False))
     problem = analyze_mesh(graph, N300)
-    strategies = strategy_problem(problem)
-    least = min(evaluate_strategies(strategies, list(choice)).cost or 0
-                for choice in itertools.product(*(range(len(c)) for c in strategies.costs)))
-    exact = eliminate(strategies, time.monotonic() + 10)
+    shared = strategy_problem(problem, shared=True)
+    least = None
+    for choice in itertools.product(*(range(len(c)) for c in shared.costs)):
+        cost = evaluate_strategies(shared, list(choice)).cost
+        assert cost is not None
+        d = _decisions(problem, list(choice))
+        assert cost / 1000 <= _strategy_us(problem, d) + 1e-9
+        least = cost if least is None else min(least, cost)
+    exact = eliminate(shared, time.monotonic() + 10)
     assert exact is not None and exact.cost == least
     plan = mesh.solve(graph, N300, "cpsat", deadline=Deadline.after(10))
     assert plan.stats.best_bound == pytest.approx(least / 1000)
     assert plan.total_latency_us >= plan.stats.best_bound
+
+
+def test_a_collective_read_by_several_ops_is_paid_once_and_the_bound_stays_below() -> None:
+    """x arrives split by columns and three linears need it whole: one all_gather serves
+    them all, so charging each reader the whole gather would put the bound above the plan
+    (and call a plan optimal that is not proven)."""
+    ts = [tensor("x", [1, 32, 256], "input")]
+    ops = []
+    for i in range(3):
+        ts += [tensor(f"w{i}", [256, 256], "constant"), tensor(f"y{i}", [1, 32, 256])]
+        ops.append(op(f"fc{i}", "linear", ["x", f"w{i}"], [f"y{i}"]))
+    ts.append(tensor("s", [1, 32, 256]))
+    ts.append(tensor("out", [1, 32, 256]))
+    ops += [op("sum", "add", ["y0", "y1"], ["s"]), op("out", "add", ["s", "y2"], ["out"])]
+    graph = {"format": "layoutsat-graph", "version": 1, "name": "fan-out", "tensors": ts,
+             "ops": ops, "outputs": ["out"], "mesh_inputs": {"x": ["R", "S2"]}}
+    plan = plan_of(graph, "cpsat", 5)
+    m = plan.mesh
+    assert m is not None and plan.stats.best_bound is not None
+    assert plan.stats.best_bound <= plan.total_latency_us
+    gathers = [c for c in m.collectives if c.tensor == "x"]
+    assert len(gathers) <= 1
+    if gathers:
+        assert set(gathers[0].consumers) == {"fc0", "fc1", "fc2"} & set(gathers[0].consumers)
 
 
 @pytest.mark.parametrize("preset", sorted(MESH_PRESETS))
@@ -274,3 +315,24 @@ def test_every_mesh_preset_plans_the_shipped_example(preset: str) -> None:
     assert plan.status in ("optimal", "feasible") and plan.mesh is not None
     assert plan.device.name == MESH_PRESETS[preset].chip
     assert evaluate_mesh(graph, plan).valid
+
+
+def test_an_output_pinned_where_some_placements_cannot_reach_is_planned_around() -> None:
+    """[4, 4] pinned [S1, S0] on a 2x4 mesh: a plan whose relu ends split otherwise may
+    have no collective path there; such strategies are priced out, none crashes."""
+    graph = {"format": "layoutsat-graph", "version": 1, "name": "pin",
+             "tensors": [tensor("x", [4, 4], "input"), tensor("y", [4, 4])],
+             "ops": [op("r", "relu", ["x"], ["y"])], "outputs": ["y"],
+             "mesh_outputs": {"y": ["S1", "S0"]}}
+    plan = mesh.solve(parse_graph(graph), MESH_PRESETS["t3000"], "cpsat",
+                      deadline=Deadline.after(5))
+    assert plan.status != "invalid" and plan.mesh is not None
+
+
+def test_megatron_runs_column_then_row_on_a_one_by_two_mesh(
+        megatron_case: tuple[LayoutGraph, LayoutPlan]) -> None:
+    graph, _ = megatron_case
+    plan = mesh.solve(graph, N300, "megatron", deadline=Deadline.after(5))
+    assert plan.mesh is not None
+    assert plan.mesh.strategies["fc1_0"] == ["replicated", "column"]
+    assert plan.mesh.strategies["fc2_0"] == ["replicated", "row"]

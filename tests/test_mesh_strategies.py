@@ -56,6 +56,18 @@ def test_normalized_and_reduced_dims_never_split_but_sums_go_partial() -> None:
     summed = choices("reduce_sum", [[1, 32, 64]], [1, 32, 1], dims=[2])
     assert summed["reduce2"] == (("S2",), "P") and summed["split1"] == (("S1",), "S1")
     assert "reduce2" not in choices("reduce_max", [[1, 32, 64]], [1, 32, 1], dims=[2])
+    # a mean over a split dim would divide each chip's sum by its own count
+    assert "reduce2" not in choices("reduce_mean", [[1, 32, 64]], [1, 32, 1], dims=[2])
+
+
+def test_no_partial_sum_under_a_fused_activation_or_a_bias() -> None:
+    """relu(p1) + relu(p2) is not relu(p1 + p2), and every chip would add the bias."""
+    assert "row" not in choices("linear", [[1, 32, 256], [256, 256]], [1, 32, 256],
+                                activation="relu")
+    assert "row" not in choices("linear", [[1, 32, 256], [256, 256], [256]], [1, 32, 256])
+    conv = choices("conv2d", [[2, 8, 8, 16], [32, 16, 3, 3]], [2, 8, 8, 32], padding=[1, 1],
+                   activation="relu")
+    assert "in_channels" not in conv and "out_channels" in conv
 
 
 def test_broadcast_operands_stay_replicated_along_what_they_broadcast() -> None:

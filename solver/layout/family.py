@@ -182,6 +182,10 @@ class LayoutFamily:
     def evaluate(self, problem: LayoutGraph, answer: Any,
                  options: LayoutEvaluateOptions) -> Verdict:
         plan = answer if isinstance(answer, LayoutPlan) else parse_plan(answer)
+        if plan.mesh is None and problem.mesh is not None:
+            raise InputValidationError([Issue(
+                ("plan", "mesh"), "the graph names a mesh; this plan is for one chip: plan "
+                "it with the mesh (or remove the graph's mesh)", "mesh.missing")], "layout plan")
         verdict = evaluate_mesh(problem, plan) if plan.mesh is not None else \
             evaluate(analyze(problem, plan.device), plan)
         errors = [f"{v.kind} at {v.where}: {v.msg}" for v in verdict.violations]

@@ -17,24 +17,30 @@ the strategy problem's, which no per-chip plan can beat. The independent evaluat
 
 from __future__ import annotations
 
+import math
 import time
 
 from models.errors import InputValidationError, Issue
 from models.layout import L1Allocation, LayoutGraph, LayoutPlan
-from models.mesh import ChipMemory, MeshSection, MeshSpec
+from models.mesh import MeshSection, MeshSpec
 from solver import layout, progress
 from solver.deadline import WORK_SHARE, Deadline, now, wrap_up_s
 from solver.iopddl.elimination import eliminate
 from solver.iopddl.evaluate import evaluate as evaluate_strategies
 from solver.iopddl.problem import Problem
 from solver.iopddl.search import SOLVERS as STRATEGY_SEARCHES
-from solver.iopddl.search import Infeasible, Outcome
-from solver.layout.dram_capacity import dram_need
+from solver.iopddl.search import Infeasible
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
 from solver.layout.problem import LayoutProblem, analyze
 from solver.mesh.baselines import BASELINES
 from solver.mesh.evaluate import evaluate_mesh
-from solver.mesh.local import Decisions, collectives_of, local_graph, placements_of
+from solver.mesh.local import (
+    Decisions,
+    chip_memory,
+    collectives_of,
+    local_graph,
+    placements_of,
+)
 from solver.mesh.problem import (
     FORBIDDEN_NS,
     NS_PER_US,
@@ -78,11 +84,10 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
     started = time.monotonic()
     with deadline.running() as run:
         problem = analyze_mesh(graph, mesh, max_configs)
-        strategies = strategy_problem(problem)
         ends = run.at - wrap_up_s(2 * len(graph.ops))
         begun = now()
-        chosen, bound = _decide(problem, strategies, solver,
-                                begun + STRATEGY_SHARE * (ends - begun), seed, workers)
+        chosen, bound = _decide(problem, solver, begun + STRATEGY_SHARE * (ends - begun),
+                                seed, workers)
         left = max(0.0, ends - now())
         inner = Deadline(deadline.at, left / WORK_SHARE, True) if deadline.deterministic \
             else Deadline(time.monotonic() + left, left)
@@ -104,63 +109,92 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
     return plan.model_copy(update={"stats": stats})
 
 
-def _decide(problem: MeshProblem, strategies: Problem, solver: str, until: float, seed: int,
+def _decide(problem: MeshProblem, solver: str, until: float, seed: int,
             workers: int) -> tuple[Decisions, float | None]:
     """The decisions of ``solver`` and, for ``cpsat``, a bound on every plan's latency.
 
-    ``cpsat`` first eliminates the strategy problem exactly (``iopddl.elimination``: a
-    compute graph's treewidth is small): when that choice fits every chip's DRAM it is the
-    optimum and its cost the bound. Otherwise the minimum still bounds every plan, and the
-    baselines and the ``iopddl`` search look for decisions that fit."""
+    ``cpsat`` eliminates the strategy problem exactly twice (``iopddl.elimination``: a
+    compute graph's treewidth is small): with each reader paying a whole conversion, and
+    with each paying its share, whose optimum (DRAM aside) bounds every plan. When neither
+    choice fits every chip's DRAM, the baselines and the ``iopddl`` search (on the shared
+    problem: its bound is a bound too) look for decisions that do. Candidates are ranked by
+    what they cost with one collective chain per tensor and placement (``_strategy_us``);
+    the cheapest whose per-chip graph fits a chip's DRAM is kept."""
+    shared = strategy_problem(problem, shared=True)
     bound = None
-    options: list[tuple[int, int, Decisions]] = []
-    if solver == "cpsat":
-        exact = eliminate(strategies, until)
-        if exact is not None:
-            bound = exact.cost / NS_PER_US
-            d = _decisions(problem, exact.solution)
-            cost, peak = _priced(strategies, problem, d)
-            if cost >= 0:
-                progress.report(cost / NS_PER_US, bound)
-                return d, bound
-            options.append((cost, peak, d))
-    baselines = [solver] if solver != "cpsat" else list(BASELINES)
-    share = 1.0 if solver != "cpsat" else BASELINE_SHARE
-    for name in baselines:
-        d = BASELINES[name](problem, now() + share * max(0.0, until - now()))
-        options.append((*_priced(strategies, problem, d), d))
-    if solver == "cpsat":
-        try:
-            outcome = STRATEGY_SEARCHES["cpsat"](strategies, until, seed, workers)
-        except Infeasible:  # even each node's least DRAM overflows a chip somewhere
-            outcome = Outcome(None, "infeasible")
-        if outcome.solution is not None:
-            d = _decisions(problem, outcome.solution)
-            options.append((*_priced(strategies, problem, d), d))
-        if outcome.bound is not None:
-            bound = max(bound or 0.0, outcome.bound / NS_PER_US)
-    fitting = [o for o in options if o[0] >= 0]
-    if not fitting:
-        raise InputValidationError([Issue(("mesh",), _unfit(problem, options),
+    if solver != "cpsat":
+        found = [BASELINES[solver](problem, until)]
+    else:
+        found = []
+        for costs in (shared, strategy_problem(problem)):
+            exact = eliminate(costs, until)
+            if exact is not None:
+                found.append(_decisions(problem, exact.solution))
+                if costs is shared:
+                    bound = exact.cost / NS_PER_US
+        if _first_fitting(problem, shared, found) is None:
+            more, searched = _searched(problem, shared, until, seed, workers)
+            found += more
+            bound = searched if bound is None or searched is None else max(bound, searched)
+    chosen = _first_fitting(problem, shared, found)
+    if chosen is None:
+        raise InputValidationError([Issue(("mesh",), _unfit(problem, shared, found),
                                           "mesh.dram_capacity")], "layout graph")
-    cost, _, chosen = min(fitting, key=lambda o: o[0])
-    progress.report(cost / NS_PER_US, bound)
+    progress.report(_strategy_us(problem, chosen), bound)
     return chosen, bound
 
 
-def _priced(strategies: Problem, problem: MeshProblem, d: Decisions) -> tuple[int, int]:
-    """(cost in ns, peak DRAM bytes per chip) of decisions; cost -1 when they do not fit
-    (or need what no collective or configuration makes: a forbidden cost)."""
-    report = evaluate_strategies(strategies, _choice_of(problem, d))
-    peak = report.peak.usage if report.peak else 0
-    ok = report.valid and report.cost is not None and report.cost < FORBIDDEN_NS
-    return (report.cost if ok and report.cost is not None else -1), peak
+def _searched(problem: MeshProblem, shared: Problem, until: float, seed: int,
+              workers: int) -> tuple[list[Decisions], float | None]:
+    """The baselines' decisions and the ``iopddl`` search's on the shared problem, with its
+    bound (in us)."""
+    found = [rule(problem, now() + BASELINE_SHARE * max(0.0, until - now()))
+             for rule in BASELINES.values()]
+    try:
+        outcome = STRATEGY_SEARCHES["cpsat"](shared, until, seed, workers)
+    except Infeasible:  # even each node's least DRAM overflows a chip somewhere
+        return found, None
+    if outcome.solution is not None:
+        found.append(_decisions(problem, outcome.solution))
+    return found, None if outcome.bound is None else outcome.bound / NS_PER_US
 
 
-def _unfit(problem: MeshProblem, options: list[tuple[int, int, Decisions]]) -> str:
-    least = min(peak for _, peak, _ in options)
+def _strategy_us(problem: MeshProblem, d: Decisions) -> float:
+    """Every op at its least per-chip latency plus every collective chain once (inf when
+    some operand cannot be resharded as its reader needs)."""
+    try:
+        collectives = collectives_of(problem, d)
+    except ValueError:
+        return math.inf
+    return sum(problem.op_us[op][k] for op, k in d.strategies.items()) + sum(
+        c.latency_us for c in collectives)
+
+
+def _fits(problem: MeshProblem, shared: Problem, d: Decisions) -> bool:
+    """Within the strategy problem's DRAM, then within the per-chip graph's own check."""
+    report = evaluate_strategies(shared, _choice_of(problem, d))
+    if not report.valid or report.cost is None or report.cost >= FORBIDDEN_NS:
+        return False
+    try:
+        analyze(local_graph(problem, d), problem.chip)
+    except InputValidationError:
+        return False
+    return True
+
+
+def _first_fitting(problem: MeshProblem, shared: Problem,
+                   found: list[Decisions]) -> Decisions | None:
+    ranked = sorted(found, key=lambda d: _strategy_us(problem, d))
+    return next((d for d in ranked if _fits(problem, shared, d)
+                 and not math.isinf(_strategy_us(problem, d))), None)
+
+
+def _unfit(problem: MeshProblem, shared: Problem, found: list[Decisions]) -> str:
+    peaks = [r.peak.usage for d in found
+             if (r := evaluate_strategies(shared, _choice_of(problem, d))).peak]
+    least = f"{min(peaks):,}" if peaks else "more than that"
     return (f"no plan found fits {problem.mesh.name}'s per-chip DRAM: the best needs "
-            f"{least:,} bytes on one chip, {problem.chip.name} has "
+            f"{least} bytes on one chip, {problem.chip.name} has "
             f"{problem.chip.dram_size_bytes:,}; choose a larger mesh")
 
 
@@ -169,22 +203,15 @@ def _mesh_plan(problem: MeshProblem, d: Decisions, chip_problem: LayoutProblem,
     collectives = collectives_of(problem, d)
     collective_us = sum(c.latency_us for c in collectives)
     total = chip.total_latency_us + collective_us
-    where = placements_of(problem, d)
-    weights = sum(t.stored_bytes for t in chip_problem.tensors.values()
-                  if t.kind == "constant")
     section = MeshSection(
         mesh=problem.mesh,
-        placements={t: list(p) for t, p in where.items()},
+        placements={t: list(p) for t, p in placements_of(problem, d).items()},
         strategies={op: list(problem.strategies[op][k].name)
                     for op, k in d.strategies.items()},
         collectives=collectives, collective_latency_us=collective_us,
-        chip_latency_us=chip.total_latency_us,
-        memory=ChipMemory(dram_peak_bytes=max(dram_need(chip_problem), default=0),
-                          dram_capacity_bytes=problem.chip.dram_size_bytes,
-                          weight_bytes=weights))
-    bound = None if bound is None else min(bound, total)
+        chip_latency_us=chip.total_latency_us, memory=chip_memory(chip_problem))
     gap = None if bound is None else (total - bound) / total if total > 0 else 0.0
-    status = "optimal" if gap is not None and gap <= 1e-9 else "feasible"
+    status = "optimal" if gap is not None and abs(gap) <= 1e-9 else "feasible"
     stats = chip.stats.model_copy(update={"objective": total, "best_bound": bound, "gap": gap})
     return chip.model_copy(update={"solver": solver, "graph": problem.graph.name,
                                    "total_latency_us": total, "status": status,

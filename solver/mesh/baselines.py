@@ -108,7 +108,8 @@ def megatron(problem: MeshProblem, until: float) -> Decisions:
                 problem.kinds[op.inputs[1]] != "constant":
             return None
         last = f"S{len(problem.shapes[op.inputs[0]]) - 1}"
-        want = tuple("row" if e == last else "column" for e in where[op.inputs[0]])
+        want = tuple("replicated" if chips == 1 else "row" if e == last else "column"
+                     for e, chips in zip(where[op.inputs[0]], problem.mesh.shape, strict=True))
         return next((k for k, s in enumerate(problem.strategies[name])
                      if s.name == want and not math.isinf(problem.op_us[name][k])), None)
 

@@ -16,7 +16,9 @@ of ``link_gbps`` moves ``links x link_gbps / 12.5`` times the fitted bandwidth, 
 per-step latency scales with ``hop_latency_us / 0.71`` (Wormhole's measured hop).
 
 Replicated to split is no collective: each chip keeps its part with a local slice, one op
-on the chip reading its part from DRAM and writing it back (``slice_us``).
+on the chip reading its part from DRAM and writing it back (``slice_us``). A dim split by
+both axes is split by axis 0 first; a step on axis 0 that would split or join such a dim
+is not one collective and is not offered.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from dataclasses import dataclass
 
 from models.device import PRESETS, DeviceSpec
 from models.mesh import MeshAxis, MeshSpec
-from solver.mesh.placement import PARTIAL, REPLICATED, Placement, local_bytes, local_shape
+from solver.mesh.placement import (
+    PARTIAL,
+    REPLICATED,
+    Placement,
+    local_bytes,
+    local_shape,
+    split_dim,
+)
 
 WH_LINK_GBPS = 12.5
 WH_HOP_US = 0.71
@@ -139,7 +148,7 @@ def _walk(shape: Sequence[int], dtype: str, src: Placement, dst: Placement,
     now = src
     for a in order:
         after = tuple(dst[a] if i == a else e for i, e in enumerate(now))
-        if local_shape(shape, after, mesh.shape) is None:
+        if local_shape(shape, after, mesh.shape) is None or _reorders(now, after, a):
             return None
         kind = step_kind(now[a], dst[a])
         assert kind is not None
@@ -151,7 +160,11 @@ def _walk(shape: Sequence[int], dtype: str, src: Placement, dst: Placement,
     return steps
 
 
-def conversion_us(shape: Sequence[int], dtype: str, src: Placement, dst: Placement,
-                  mesh: MeshSpec) -> float | None:
-    steps = conversion(shape, dtype, src, dst, mesh)
-    return None if steps is None else sum(s.latency_us for s in steps)
+def _reorders(before: Placement, after: Placement, a: int) -> bool:
+    """A dim split by both axes is split by axis 0 first (its blocks), then within each
+    block by axis 1. A collective on axis 0 that splits or joins a dim axis 1 also splits
+    would have to reorder every chip's data: not one collective, so not offered."""
+    if a != 0 or len(before) < 2:
+        return False
+    dims = {split_dim(before[0]), split_dim(after[0])} - {None}
+    return split_dim(before[1]) in dims

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from models.errors import InputValidationError
 from models.layout import Evaluation, LayoutGraph, LayoutPlan, Violation
-from models.mesh import CollectiveStep
+from models.mesh import MESH_PRESETS, CollectiveStep, MeshSpec
 from solver.layout.evaluate import close
 from solver.layout.evaluate import evaluate as evaluate_chip
 from solver.layout.problem import analyze
-from solver.mesh.local import Decisions, collectives_of, local_graph
+from solver.mesh.local import Decisions, chip_memory, collectives_of, local_graph
 from solver.mesh.placement import Placement
 from solver.mesh.problem import MeshProblem, analyze_mesh
 
 
-def _key(c: CollectiveStep) -> tuple[object, ...]:
+def _key(c: CollectiveStep) -> tuple[str, str, int, tuple[str, ...], tuple[str, ...], str,
+                                      tuple[str, ...]]:
     return (c.tensor, c.kind, c.axis, tuple(c.from_), tuple(c.to), c.local,
             tuple(sorted(c.consumers)))
 
@@ -65,28 +66,62 @@ def decisions_of(problem: MeshProblem, plan: LayoutPlan,
     return Decisions(sources, strategies)
 
 
+def _mesh_violations(graph: LayoutGraph, plan: LayoutPlan) -> list[Violation]:
+    """The plan's mesh must be the one the graph names, and a preset's own constants."""
+    section = plan.mesh
+    assert section is not None
+    named = graph.mesh if isinstance(graph.mesh, MeshSpec) else MESH_PRESETS.get(
+        graph.mesh or "")
+    preset = MESH_PRESETS.get(section.mesh.name)
+    for expected, why in ((named, "the graph names"), (preset, "the preset of that name is")):
+        if expected is not None and expected != section.mesh:
+            return [Violation(kind="mesh.mismatch", where="mesh.mesh",
+                              msg=f"the plan is for a mesh other than the one {why} "
+                              f"({expected.name}, {list(expected.shape)} of {expected.chip})")]
+    return []
+
+
+def _collective_violations(needed: list[CollectiveStep],
+                           listed: list[CollectiveStep]) -> list[Violation]:
+    """The plan's collectives must be those the placements need, each at its cost."""
+    if sorted(map(_key, needed)) != sorted(map(_key, listed)):
+        return [Violation(
+            kind="collectives.mismatch", where="mesh.collectives",
+            msg=f"the placements need {len(needed)} collective steps "
+            f"({', '.join(f'{c.kind} of {c.tensor} on axis {c.axis}' for c in needed[:6])}"
+            f"{', ...' if len(needed) > 6 else ''}); the plan lists {len(listed)} others")]
+    found = []
+    for want, got in zip(sorted(needed, key=_key), sorted(listed, key=_key), strict=True):
+        if want.bytes_per_chip != got.bytes_per_chip or not close(want.latency_us,
+                                                                   got.latency_us):
+            found.append(Violation(
+                kind="collectives.latency", where=f"mesh.collectives.{got.tensor}",
+                msg=f"{got.kind} on axis {got.axis}: reported {got.bytes_per_chip:,} B in "
+                f"{got.latency_us!r} us; it moves {want.bytes_per_chip:,} B in "
+                f"{want.latency_us!r} us"))
+    return found
+
+
 def evaluate_mesh(graph: LayoutGraph, plan: LayoutPlan) -> Evaluation:
     """Check a mesh plan of ``graph``; valid only when no violation is found."""
     assert plan.mesh is not None
     section = plan.mesh
-    violations: list[Violation] = []
+    violations = _mesh_violations(graph, plan)
     problem = analyze_mesh(graph, section.mesh, priced=False)
     d = decisions_of(problem, plan, violations)
     if d is None:
         return Evaluation(valid=False, total_latency_us=plan.total_latency_us,
                           violations=violations)
-    needed = collectives_of(problem, d)
+    try:
+        needed = collectives_of(problem, d)
+    except ValueError as exc:  # an operand no collective turns into what its reader needs
+        return Evaluation(valid=False, total_latency_us=plan.total_latency_us,
+                          violations=[*violations, Violation(
+                              kind="collectives.impossible", where="mesh.strategies",
+                              msg=str(exc))])
+    violations += _collective_violations(needed, section.collectives)
     collective_us = sum(c.latency_us for c in needed)
-    if sorted(map(_key, needed)) != sorted(map(_key, section.collectives)):
-        violations.append(Violation(
-            kind="collectives.mismatch", where="mesh.collectives",
-            msg=f"the placements need {len(needed)} collective steps "
-            f"({', '.join(f'{c.kind} of {c.tensor} on axis {c.axis}' for c in needed[:6])}"
-            f"{', ...' if len(needed) > 6 else ''}); the plan lists {len(section.collectives)} "
-            "others"))
-    reported = sum(c.latency_us for c in section.collectives)
-    if not close(reported, section.collective_latency_us) or \
-            not close(collective_us, section.collective_latency_us):
+    if not close(collective_us, section.collective_latency_us):
         violations.append(Violation(
             kind="collectives.latency", where="mesh.collective_latency_us",
             msg=f"reported {section.collective_latency_us!r} us; the collectives take "
@@ -98,6 +133,11 @@ def evaluate_mesh(graph: LayoutGraph, plan: LayoutPlan) -> Evaluation:
                        for i in exc.issues]
         return Evaluation(valid=False, total_latency_us=plan.total_latency_us,
                           violations=violations)
+    if chip_memory(chip_problem) != section.memory:
+        violations.append(Violation(
+            kind="memory.mismatch", where="mesh.memory",
+            msg=f"reported {section.memory.model_dump()}; each chip holds "
+            f"{chip_memory(chip_problem).model_dump()}"))
     chip_plan = plan.model_copy(update={"mesh": None,
                                         "total_latency_us": section.chip_latency_us})
     chip = evaluate_chip(chip_problem, chip_plan)

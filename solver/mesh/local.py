@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.layout import GRAPH_FORMAT, LayoutGraph, parse_graph
-from models.mesh import CollectiveStep
+from models.mesh import ChipMemory, CollectiveStep
+from solver.layout.dram_capacity import dram_need
+from solver.layout.problem import LayoutProblem
 from solver.mesh.placement import Placement, local_shape
 from solver.mesh.problem import MeshProblem
 
@@ -114,8 +116,9 @@ def local_graph(problem: MeshProblem, d: Decisions) -> LayoutGraph:
                 inputs.append(t)
                 read.add(t)
             else:
-                local = collective_name(t, need)
-                declare(local, t, need, "input")
+                local = collective_name(t, need)  # a weight resharded is still a weight
+                declare(local, t, need, "constant" if problem.kinds[t] == "constant"
+                        else "input")
                 inputs.append(local)
         for t in op.outputs:
             declare(t, t, s.output, "activation")
@@ -133,3 +136,12 @@ def local_graph(problem: MeshProblem, d: Decisions) -> LayoutGraph:
                         "name": f"{problem.graph.name}@{problem.mesh.name}",
                         "device": problem.chip.name, "tensors": declared, "ops": ops,
                         "outputs": outputs})
+
+
+def chip_memory(chip: LayoutProblem) -> ChipMemory:
+    """What one chip's DRAM holds: its weights throughout, and at the fullest step of its
+    graph every input, weight and live activation (``dram_capacity.dram_need``)."""
+    return ChipMemory(dram_peak_bytes=max(dram_need(chip), default=0),
+                      dram_capacity_bytes=chip.device.dram_size_bytes,
+                      weight_bytes=sum(t.stored_bytes for t in chip.tensors.values()
+                                       if t.kind == "constant"))

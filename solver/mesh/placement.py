@@ -9,7 +9,6 @@ must be even, as TT-NN's ``ShardTensorToMesh`` makes it.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator, Sequence
 
 from solver.layout.memory import Geometry
@@ -26,10 +25,6 @@ def shard(dim: int) -> str:
 def split_dim(entry: str) -> int | None:
     """The tensor dim an entry splits; None for R and P."""
     return int(entry[1:]) if entry.startswith("S") else None
-
-
-def replicated(axes: int) -> Placement:
-    return (REPLICATED,) * axes
 
 
 def local_shape(shape: Sequence[int], placement: Placement,
@@ -69,13 +64,3 @@ def placements(shape: Sequence[int], mesh_shape: Sequence[int],
     for combo in itertools.product(*per_axis):
         if local_shape(shape, combo, mesh_shape) is not None:
             yield combo
-
-
-def chips_splitting(placement: Placement, mesh_shape: Sequence[int], dim: int) -> int:
-    """Into how many pieces ``placement`` splits tensor dim ``dim``."""
-    return math.prod(c for e, c in zip(placement, mesh_shape, strict=True)
-                     if split_dim(e) == dim)
-
-
-def text(placement: Placement) -> str:
-    return "[" + ",".join(placement) + "]"

@@ -33,7 +33,6 @@ from solver.mesh.placement import (
     local_bytes,
     local_shape,
     placements,
-    split_dim,
 )
 from solver.mesh.strategies import Strategy, op_strategies
 
@@ -117,10 +116,10 @@ class MeshProblem:
                                                     for e in src)
 
     def resolve_us(self, tensor: str, src: Placement) -> float:
-        """The collectives that hand a graph output made ``src`` to the host."""
+        """The collectives that hand a graph output made ``src`` to the host (inf when
+        none can: a pinned placement out of reach of this one)."""
         us = self.reshard_us(tensor, src, self.handed_over(tensor, src))
-        assert us is not None
-        return us
+        return math.inf if us is None else us
 
 
 def analyze_mesh(graph: LayoutGraph, mesh: MeshSpec, max_configs: int = DEFAULT_MAX_CONFIGS,
@@ -209,6 +208,7 @@ def _pinned(graph: LayoutGraph, mesh: MeshSpec, shapes: dict[str, tuple[int, ...
         elif local_shape(shapes[name], p, mesh.shape) is None:
             issues.append(Issue(loc, f"{list(p)} does not split {list(shapes[name])} evenly "
                                 f"over the {list(mesh.shape)} mesh", f"{field}.uneven"))
+
         else:
             pinned[name] = p
     if issues:
@@ -248,23 +248,35 @@ def least_us(problem: MeshProblem, op: OpDecl, s: Strategy) -> float:
 
 
 def stored_bytes(problem: MeshProblem, tensor: str, p: Placement) -> int:
-    """DRAM bytes one chip holds of a graph input or weight placed ``p``: as its readers
-    store it (a conv's prepared weights), the most over readers and their strategies."""
-    most = local_bytes(problem.shapes[tensor], problem.dtypes[tensor], p, problem.mesh.shape)
-    found = False
+    """DRAM bytes one chip holds at least of a graph input or weight placed ``p``: as its
+    readers store it (a conv's prepared weights), each reader at its least over the
+    strategies that read it so, the most over readers (its tiles when none reads it so)."""
+    held = []
     for op_name, j in problem.consumers[tensor]:
         op = problem.ops[op_name]
-        for s in problem.strategies[op_name]:
-            if s.inputs[j] == p:
-                sig = local_sig(problem, op, s)
-                nbytes = FAMILIES[op.type].stored_bytes(sig, j)
-                most = nbytes if not found else max(most, nbytes)
-                found = True
-    return most
+        sizes = [FAMILIES[op.type].stored_bytes(local_sig(problem, op, s), j)
+                 for s in problem.strategies[op_name] if s.inputs[j] == p]
+        if sizes:
+            held.append(min(sizes))
+    return max(held) if held else local_bytes(problem.shapes[tensor], problem.dtypes[tensor],
+                                              p, problem.mesh.shape)
 
 
-def strategy_problem(problem: MeshProblem) -> Problem:
-    """The ``iopddl`` problem: costs in ns (rounded down), usage in DRAM bytes per chip."""
+def readers(problem: MeshProblem, tensor: str) -> int:
+    """Ops reading ``tensor``, and the host when it is a graph output: one collective chain
+    per placement needed serves them all."""
+    return len(problem.consumers[tensor]) + (tensor in problem.graph.outputs)
+
+
+def strategy_problem(problem: MeshProblem, shared: bool = False) -> Problem:
+    """The ``iopddl`` problem: costs in ns (rounded down), usage in DRAM bytes per chip (at
+    least what the chip will hold: collective results are not counted).
+
+    A collective chain is made once per tensor and placement and read by every op that
+    needs it, which pairwise costs cannot say: by default each reader pays the whole
+    conversion (exact when one reader needs it, too dear when several share it); with
+    ``shared`` each pays its share (1 / the tensor's readers), never more than the plan
+    will: that problem's optimum is a bound."""
     nodes = problem.nodes
     index = {name: i for i, name in enumerate(nodes)}
     steps = len(problem.ops)
@@ -285,7 +297,8 @@ def strategy_problem(problem: MeshProblem) -> Problem:
         strategies = problem.strategies[name]
         node_cost = []
         for s, us in zip(strategies, problem.op_us[name], strict=True):
-            us += sum(problem.resolve_us(t, s.output) for t in op.outputs if t in outputs)
+            us += sum(problem.resolve_us(t, s.output) / (readers(problem, t) if shared else 1)
+                      for t in op.outputs if t in outputs)
             node_cost.append(FORBIDDEN_NS if math.isinf(us) else math.floor(us * NS_PER_US))
         costs.append(np.array(node_cost, dtype=np.int64))
         usages.append(np.array([sum(local_bytes(problem.shapes[t], problem.dtypes[t],
@@ -299,7 +312,10 @@ def strategy_problem(problem: MeshProblem) -> Problem:
             u = index[src]
             matrix = pairs.setdefault((u, v), np.zeros((len(costs[u]), len(costs[v])),
                                                        dtype=np.int64))
-            np.minimum(matrix + _edge(problem, t, src, name, j), FORBIDDEN_NS, out=matrix)
+            edge = _edge(problem, t, src, name, j)
+            if shared:
+                edge = np.where(edge >= FORBIDDEN_NS, FORBIDDEN_NS, edge // readers(problem, t))
+            np.minimum(matrix + edge, FORBIDDEN_NS, out=matrix)
     edge_u = np.array([u for u, _ in pairs], dtype=np.int64)
     edge_v = np.array([v for _, v in pairs], dtype=np.int64)
     return Problem(f"{problem.graph.name}@{problem.mesh.name}", np.array(starts, dtype=np.int64),
@@ -326,9 +342,3 @@ def _edge(problem: MeshProblem, tensor: str, src: str, op: str, j: int) -> np.nd
                 matrix[a, b] = prices[p, q]
         problem._edges[key] = matrix
     return matrix
-
-
-def describe(p: Placement) -> str:
-    """``[R,S2]`` as words, for messages."""
-    return ", ".join("replicated" if e == REPLICATED else "partial" if e == PARTIAL
-                     else f"split dim {split_dim(e)}" for e in p)

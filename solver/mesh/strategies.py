@@ -4,10 +4,11 @@ A strategy on one axis says which entry (``R``, ``S<d>``, ``P``) each operand mu
 that axis and which entry the output gets: matmuls column-parallel (weight split by N),
 row-parallel (K split, partial output), batch- or row-parallel over the activation;
 elementwise ops, permutes and reshapes follow their inputs; norms, softmax and reductions
-never split the dim they work along (a split reduced dim gives a partial sum for sums and
-means); concat never splits its own dim; attention's batched matmuls split by batch or
-head; embeddings by vocabulary (partial) or hidden; opaque ops run replicated. On a 2-D
-mesh an op's strategy is one such choice per axis (``op_strategies``).
+never split the dim they work along (a split reduced dim gives a partial sum for sums);
+an op with a fused activation or a bias never leaves a partial sum; concat never splits
+its own dim; attention's batched matmuls split by batch or head; embeddings by vocabulary
+(partial) or hidden; opaque ops run replicated. On a 2-D mesh an op's strategy is one such
+choice per axis (``op_strategies``).
 """
 
 from __future__ import annotations
@@ -107,9 +108,11 @@ def axis_choices(op: OpDecl, shapes: Sequence[Shape], out: Shape,
     if chips == 1:
         return [AxisChoice("replicated", (REPLICATED,) * len(shapes), REPLICATED)]
     if t in ("matmul", "linear"):
-        return _matmul(shapes, out, chips, getattr(attrs, "transpose_b", False))
+        return _matmul(shapes, out, chips, getattr(attrs, "transpose_b", False),
+                       partial=getattr(attrs, "activation", None) is None)
     if t == "conv2d":
-        return _conv(shapes, out, chips, getattr(attrs, "groups", 1))
+        return _conv(shapes, out, chips, getattr(attrs, "groups", 1),
+                     partial=getattr(attrs, "activation", None) is None)
     if t == "embedding":
         return _embedding(shapes, out, chips)
     if t == "opaque":
@@ -155,8 +158,10 @@ def axis_choices(op: OpDecl, shapes: Sequence[Shape], out: Shape,
     return [AxisChoice("replicated", (REPLICATED,) * len(shapes), REPLICATED)]
 
 
-def _matmul(shapes: Sequence[Shape], out: Shape, chips: int,
-            transpose_b: bool) -> list[AxisChoice]:
+def _matmul(shapes: Sequence[Shape], out: Shape, chips: int, transpose_b: bool,
+            partial: bool) -> list[AxisChoice]:
+    """``partial``: the op may leave a partial sum (no fused activation); never with a
+    bias, which every chip would add."""
     a, b = shapes[0], shapes[1]
     rank = len(out)
     bias = len(shapes) == 3
@@ -180,12 +185,13 @@ def _matmul(shapes: Sequence[Shape], out: Shape, chips: int,
             else REPLICATED
         if not bias or bias_entry != REPLICATED:
             add("column", REPLICATED, shard(b_n), shard(rank - 1), bias_entry)
-    if a[-1] % chips == 0:
+    if a[-1] % chips == 0 and partial and not bias:
         add("row", shard(len(a) - 1), shard(b_k), PARTIAL)
     return choices
 
 
-def _conv(shapes: Sequence[Shape], out: Shape, chips: int, groups: int) -> list[AxisChoice]:
+def _conv(shapes: Sequence[Shape], out: Shape, chips: int, groups: int,
+          partial: bool) -> list[AxisChoice]:
     bias = len(shapes) == 3
     rest = (REPLICATED,) if bias else ()
     choices = [AxisChoice("replicated", (REPLICATED,) * len(shapes), REPLICATED)]
@@ -195,8 +201,8 @@ def _conv(shapes: Sequence[Shape], out: Shape, chips: int, groups: int) -> list[
         if out[3] % chips == 0 and (not bias or shapes[2][-1] % chips == 0):
             ends = (shard(len(shapes[2]) - 1),) if bias else ()
             choices.append(AxisChoice("out_channels", (REPLICATED, shard(0), *ends), shard(3)))
-        if shapes[0][3] % chips == 0:
-            choices.append(AxisChoice("in_channels", (shard(3), shard(1), *rest), PARTIAL))
+        if shapes[0][3] % chips == 0 and partial and not bias:
+            choices.append(AxisChoice("in_channels", (shard(3), shard(1)), PARTIAL))
     return choices
 
 
@@ -224,7 +230,7 @@ def _reduce(t: str, attrs: object, src: Shape, out: Shape, chips: int) -> list[A
     for d in kept:
         if src[d] % chips == 0 and where[d] < len(out) and out[where[d]] == src[d]:
             choices.append(AxisChoice(f"split{d}", (shard(d),), shard(where[d])))
-    if t != "reduce_max":
+    if t == "reduce_sum":  # a mean over a split dim would divide by the local count
         for d in sorted(dims):
             if src[d] % chips == 0:
                 choices.append(AxisChoice(f"reduce{d}", (shard(d),), PARTIAL))
