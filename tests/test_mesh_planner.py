@@ -336,3 +336,13 @@ def test_megatron_runs_column_then_row_on_a_one_by_two_mesh(
     assert plan.mesh is not None
     assert plan.mesh.strategies["fc1_0"] == ["replicated", "column"]
     assert plan.mesh.strategies["fc2_0"] == ["replicated", "row"]
+
+
+def test_a_one_chip_plan_of_a_graph_that_names_a_mesh_is_refused() -> None:
+    doc = json.loads(SMALL_EXAMPLE.read_text())
+    one_chip = FAMILY.solve(parse_graph(doc), LayoutOptions(solver="dram", time_limit_s=5),
+                            Deadline.after(5))
+    with pytest.raises(InputValidationError) as refused:
+        FAMILY.evaluate(parse_graph({**doc, "mesh": "n300"}), one_chip.answer,
+                        FAMILY.evaluate_options())
+    assert {i.rule for i in refused.value.issues} == {"mesh.missing"}
