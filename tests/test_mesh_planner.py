@@ -346,3 +346,13 @@ def test_a_one_chip_plan_of_a_graph_that_names_a_mesh_is_refused() -> None:
         FAMILY.evaluate(parse_graph({**doc, "mesh": "n300"}), one_chip.answer,
                         FAMILY.evaluate_options())
     assert {i.rule for i in refused.value.issues} == {"mesh.missing"}
+
+
+def test_a_plan_for_the_mesh_asked_over_the_graphs_own_is_checked_against_that_mesh() -> None:
+    graph = parse_graph({**mlp(64, 128, pinned=False), "mesh": "n300"})
+    solved = FAMILY.solve(graph, LayoutOptions(mesh="t3000", time_limit_s=5),
+                          Deadline.after(5))
+    asked = FAMILY.evaluate(graph, solved.answer, FAMILY.evaluate_options(mesh="t3000"))
+    assert asked.valid, asked.errors
+    own = FAMILY.evaluate(graph, solved.answer, FAMILY.evaluate_options())
+    assert not own.valid and any("mesh.mismatch" in e for e in own.errors)

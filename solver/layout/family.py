@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
-    ValidationInfo,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -55,6 +55,20 @@ def _device_kind(value: Any) -> str:
     return "spec" if isinstance(value, dict | DeviceSpec | MeshSpec) else "preset"
 
 
+def _known_mesh(value: str | MeshSpec | None) -> str | MeshSpec | None:
+    if isinstance(value, str) and value not in MESH_PRESETS:
+        raise PydanticCustomError(
+            "mesh.unknown", "unknown mesh preset '{name}'; presets are {presets}",
+            {"name": value[:100], "presets": ", ".join(sorted(MESH_PRESETS))})
+    return value
+
+
+MeshOption = Annotated[
+    Annotated[Annotated[str, Tag("preset")] | Annotated[MeshSpec, Tag("spec")],
+              Discriminator(_device_kind)] | None, AfterValidator(_known_mesh)]
+"""A mesh preset's name or a mesh spec, in the solve and the evaluate options."""
+
+
 class LayoutOptions(SolveOptions):
     solver: Literal[SOLVERS] = Field(  # type: ignore[valid-type]
         default="cpsat", description=f"one chip: one of {list(layout.SOLVERS)}; a mesh: one "
@@ -63,8 +77,7 @@ class LayoutOptions(SolveOptions):
                       Discriminator(_device_kind)] | None = Field(
         default=None, description=f"a preset ({', '.join(sorted(PRESETS))}) or a full device "
         "spec; overrides the graph's own device")
-    mesh: Annotated[Annotated[str, Tag("preset")] | Annotated[MeshSpec, Tag("spec")],
-                    Discriminator(_device_kind)] | None = Field(
+    mesh: MeshOption = Field(
         default=None, description=f"plan over a mesh of chips: a preset "
         f"({', '.join(MESH_PRESETS)}) or a full mesh spec; overrides the graph's own mesh")
     max_configs: Annotated[int, Field(
@@ -81,20 +94,22 @@ class LayoutOptions(SolveOptions):
         "an order that makes room in L1 (the whole order on graphs solved as one model, "
         "windows of 16 steps on larger ones)")
 
-    @field_validator("device", "mesh")
+    @field_validator("device")
     @classmethod
-    def _known_preset(cls, value: Any, info: ValidationInfo) -> Any:
-        presets = PRESETS if info.field_name == "device" else MESH_PRESETS
-        if isinstance(value, str) and value not in presets:
+    def _known_preset(cls, value: str | DeviceSpec | None) -> str | DeviceSpec | None:
+        if isinstance(value, str) and value not in PRESETS:
             raise PydanticCustomError(
-                f"{info.field_name}.unknown", "unknown {what} preset '{name}'; presets are "
-                "{presets}", {"what": info.field_name, "name": value[:100],
-                              "presets": ", ".join(sorted(presets))})
+                "device.unknown", "unknown device preset '{name}'; presets are {presets}",
+                {"name": value[:100], "presets": ", ".join(sorted(PRESETS))})
         return value
 
 
 class LayoutEvaluateOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mesh: MeshOption = Field(
+        default=None, description="the mesh the plan was asked for, when not the graph's "
+        "own: a mesh plan must be for it")
 
 
 class LayoutFamily:
@@ -182,12 +197,12 @@ class LayoutFamily:
     def evaluate(self, problem: LayoutGraph, answer: Any,
                  options: LayoutEvaluateOptions) -> Verdict:
         plan = answer if isinstance(answer, LayoutPlan) else parse_plan(answer)
-        if plan.mesh is None and problem.mesh is not None:
+        if plan.mesh is None and resolve_mesh(problem, options.mesh) is not None:
             raise InputValidationError([Issue(
                 ("plan", "mesh"), "the graph names a mesh; this plan is for one chip: plan "
                 "it with the mesh (or remove the graph's mesh)", "mesh.missing")], "layout plan")
-        verdict = evaluate_mesh(problem, plan) if plan.mesh is not None else \
-            evaluate(analyze(problem, plan.device), plan)
+        verdict = evaluate_mesh(problem, plan, resolve_mesh(problem, options.mesh)) \
+            if plan.mesh is not None else evaluate(analyze(problem, plan.device), plan)
         errors = [f"{v.kind} at {v.where}: {v.msg}" for v in verdict.violations]
         return Verdict(verdict.valid, verdict.total_latency_us, errors, verdict)
 

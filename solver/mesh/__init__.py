@@ -99,7 +99,7 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
     repeatable = repeatable and chip_plan.stats.deterministic
     plan = _mesh_plan(problem, chosen, analyze(chip_graph, problem.chip), chip_plan, solver,
                       bound)
-    verdict = evaluate_mesh(graph, plan)
+    verdict = evaluate_mesh(graph, plan, mesh)
     stats = plan.stats.model_copy(update={
         "wall_time_s": None if repeatable else time.monotonic() - started,
         "deterministic": repeatable})

@@ -66,17 +66,15 @@ def decisions_of(problem: MeshProblem, plan: LayoutPlan,
     return Decisions(sources, strategies)
 
 
-def _mesh_violations(graph: LayoutGraph, plan: LayoutPlan) -> list[Violation]:
-    """The plan's mesh must be the one the graph names, and a preset's own constants."""
+def _mesh_violations(plan: LayoutPlan, asked: MeshSpec | None) -> list[Violation]:
+    """The plan's mesh must be the one asked for, and a preset's own constants."""
     section = plan.mesh
     assert section is not None
-    named = graph.mesh if isinstance(graph.mesh, MeshSpec) else MESH_PRESETS.get(
-        graph.mesh or "")
     preset = MESH_PRESETS.get(section.mesh.name)
-    for expected, why in ((named, "the graph names"), (preset, "the preset of that name is")):
+    for expected, why in ((asked, "was asked for"), (preset, "the preset of that name is")):
         if expected is not None and expected != section.mesh:
             return [Violation(kind="mesh.mismatch", where="mesh.mesh",
-                              msg=f"the plan is for a mesh other than the one {why} "
+                              msg=f"the plan is for a mesh other than the one that {why} "
                               f"({expected.name}, {list(expected.shape)} of {expected.chip})")]
     return []
 
@@ -102,11 +100,13 @@ def _collective_violations(needed: list[CollectiveStep],
     return found
 
 
-def evaluate_mesh(graph: LayoutGraph, plan: LayoutPlan) -> Evaluation:
-    """Check a mesh plan of ``graph``; valid only when no violation is found."""
+def evaluate_mesh(graph: LayoutGraph, plan: LayoutPlan,
+                  asked: MeshSpec | None = None) -> Evaluation:
+    """Check a mesh plan of ``graph`` asked for on mesh ``asked`` (the option or the
+    graph's own; None: any); valid only when no violation is found."""
     assert plan.mesh is not None
     section = plan.mesh
-    violations = _mesh_violations(graph, plan)
+    violations = _mesh_violations(plan, asked)
     problem = analyze_mesh(graph, section.mesh, priced=False)
     d = decisions_of(problem, plan, violations)
     if d is None:
