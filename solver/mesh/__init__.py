@@ -9,7 +9,8 @@ small treewidth) and, when that choice overflows a chip's DRAM, with the baselin
 (``baselines.py``) and the ``iopddl`` family's search, keeping the best that fits; each
 baseline fills it by its own rule.
 Then the per-chip graph those decisions make (``local.py``) is planned by the one-chip
-layout solver (``cpsat`` for ``cpsat``, TT-NN's greedy for the baselines) in the time left.
+layout solver (``cpsat`` for ``cpsat``, TT-NN's greedy for the baselines) in the time left;
+``cpsat`` keeps the best baseline's plan instead when its own ends dearer.
 The plan's latency is the per-chip plan's plus the collectives', and its bound (``cpsat``)
 the strategy problem's, which no per-chip plan can beat. The independent evaluator
 (``evaluate.py``) checks every plan returned.
