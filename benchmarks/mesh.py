@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.cli_run import run_cli  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 
 BASELINES = ("replicate", "megatron", "autoshard")
@@ -39,21 +37,14 @@ def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> 
     """One solve in a child process: its plan's numbers, the wall and peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "plan.json"
-        command = [sys.executable, "-c", "from app.cli import main; main()", "layout", "solve",
-                   str(graph), "-o", str(out), "--mesh", mesh, "--solver", solver,
-                   "--time-limit", str(limit), "--workers", str(workers)]
-        errors = Path(tmp) / "stderr.txt"
-        with errors.open("wb") as sink:
-            started = time.perf_counter()
-            child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
-            _, status, usage = os.wait4(child.pid, 0)
-            wall = time.perf_counter() - started
-        error = errors.read_text(errors="replace").strip()
-        if os.waitstatus_to_exitcode(status) != 0 or not out.exists():
-            lines = [line.strip() for line in error.splitlines() if line.strip()]
+        run = run_cli(["layout", "solve", str(graph), "-o", str(out), "--mesh", mesh,
+                       "--solver", solver, "--time-limit", str(limit), "--workers",
+                       str(workers)], ROOT, Path(tmp))
+        wall, peak = run.wall_s, run.peak_mb
+        if not run.ok or not out.exists():
+            lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
             return {"error": " ".join(lines[-2:])[:300] if lines else "no plan",
-                    "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024}
+                    "wall_s": wall, "peak_mb": peak}
         plan = json.loads(out.read_text())
     m = plan["mesh"]
     kinds: dict[str, int] = {}
@@ -64,7 +55,7 @@ def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> 
             "status": plan["status"], "chip_us": m["chip_latency_us"],
             "collective_us": m["collective_latency_us"], "collectives": kinds,
             "dram_gib": m["memory"]["dram_peak_bytes"] / 2**30,
-            "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024}
+            "wall_s": wall, "peak_mb": peak}
 
 
 def main() -> None:

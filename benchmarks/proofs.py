@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.cli_run import run_cli  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 
 PRESETS = ("wormhole_n150", "blackhole_p150")
@@ -36,25 +34,17 @@ def run_one(checkout: Path, graph: Path, device: str, limit: float, workers: int
     """One solve in a child process: its plan's numbers, the wall and peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "plan.json"
-        command = [sys.executable, "-c", "from app.cli import main; main()", "layout", "solve",
-                   str(graph), "-o", str(out), "--device", device, "--time-limit", str(limit),
-                   "--workers", str(workers)]
-        env = {**os.environ, "PYTHONPATH": str(checkout)}
-        errors = Path(tmp) / "stderr.txt"
-        with errors.open("wb") as sink:  # a file, not a pipe nobody reads while it runs
-            started = time.perf_counter()
-            child = subprocess.Popen(command, cwd=checkout, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=sink)
-            _, status, usage = os.wait4(child.pid, 0)
-            wall = time.perf_counter() - started
-        error = errors.read_text(errors="replace")
-        if os.waitstatus_to_exitcode(status) != 0 or not out.exists():
+        run = run_cli(["layout", "solve", str(graph), "-o", str(out), "--device", device,
+                       "--time-limit", str(limit), "--workers", str(workers)], checkout,
+                      Path(tmp))
+        error = run.stderr
+        if not run.ok or not out.exists():
             return {"error": error.strip().splitlines()[-1] if error.strip() else "no plan"}
         plan = json.loads(out.read_text())
     stats = plan["stats"]
     return {"ops": len(plan["schedule"]), "total_us": plan["total_latency_us"],
             "bound_us": stats["best_bound"], "gap": stats["gap"], "status": plan["status"],
-            "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024}
+            "wall_s": run.wall_s, "peak_mb": run.peak_mb}
 
 
 def main() -> None:

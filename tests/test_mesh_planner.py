@@ -228,6 +228,18 @@ def test_the_api_plans_a_mesh_and_checks_the_plan(tmp_path: Path) -> None:
         wrong = client.post("/v1/layout/solve?mesh=n300&solver=greedy", json=graph)
         assert wrong.status_code == 422
         assert wrong.json()["errors"][0]["rule"] == "solver.mesh"
+        unknown = client.post("/v1/layout/solve?mesh=t9000", json=graph)
+        assert unknown.status_code == 422
+        assert unknown.json()["errors"][0]["rule"] == "mesh.unknown"
+        bad_spec = client.post("/v1/jobs", json={"kind": "layout", "payload": graph, "options": {
+            "mesh": {"name": "m", "chip": "wormhole_n300", "axes": [{"size": 0}]}}})
+        assert bad_spec.status_code == 422, bad_spec.text
+        pinned = client.post("/v1/layout/solve?mesh=n300",
+                             json={**graph, "mesh_inputs": {"x": ["R", "P"]}})
+        assert pinned.status_code == 422
+        assert pinned.json()["errors"][0]["rule"] == "mesh_inputs.partial"
+        again = client.post("/v1/layout/solve?mesh=n300&time_limit_s=5", json=graph)
+        assert again.status_code == 200, again.text
 
 
 def test_the_command_line_plans_on_a_mesh_preset(tmp_path: Path) -> None:

@@ -90,8 +90,9 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
         problem = analyze_mesh(graph, mesh, max_configs)
         ends = run.at - wrap_up_s(2 * len(graph.ops))
         begun = now()
-        chosen, bound = _decide(problem, solver, begun + STRATEGY_SHARE * (ends - begun),
-                                seed, workers)
+        shared = strategy_problem(problem, shared=True)
+        chosen, bound = _decide(problem, shared, solver,
+                                begun + STRATEGY_SHARE * (ends - begun), seed, workers)
         repeatable = deadline.deterministic and not run.wall_stopped
 
         def until_now(share: float) -> Deadline:
@@ -100,24 +101,26 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
             return Deadline(deadline.at, left / WORK_SHARE, True) if deadline.deterministic \
                 else Deadline(time.monotonic() + left, left)
 
-        def planned(d: Decisions, chip_solver: str, share: float) -> tuple[float, LayoutPlan]:
-            chip = layout.solve(local_graph(problem, d), chip_solver, problem.chip,
+        def planned(d: Decisions, chip_solver: str,
+                    share: float) -> tuple[float, LayoutPlan, LayoutGraph, Decisions]:
+            chip_graph = local_graph(problem, d)
+            chip = layout.solve(chip_graph, chip_solver, problem.chip,
                                 deadline=until_now(share), seed=seed, workers=workers,
                                 max_configs=max_configs, capacity=capacity)
             total = chip.total_latency_us + sum(c.latency_us for c in collectives_of(problem, d))
-            return (total if chip.status != "invalid" else math.inf), chip
+            return (total if chip.status != "invalid" else math.inf), chip, chip_graph, d
 
         # cpsat also plans each baseline's decisions as that baseline does (TT-NN's greedy per
         # chip) and keeps the best such plan if its own ends dearer: never worse than one
-        runs = [(*planned(d, "greedy", BASELINE_PLAN_SHARE), d)
+        runs = [planned(d, "greedy", BASELINE_PLAN_SHARE)
                 for d in _baseline_decisions(
-                    problem, now() + BASELINE_PLAN_SHARE * max(0.0, ends - now()))] \
+                    problem, shared, now() + BASELINE_PLAN_SHARE * max(0.0, ends - now()))] \
             if solver == "cpsat" else []
-        runs.append((*planned(chosen, LOCAL_SOLVER.get(solver, "greedy"), 1.0), chosen))
-    _, chip_plan, chosen = min(runs, key=lambda r: r[0])
+        runs.append(planned(chosen, LOCAL_SOLVER.get(solver, "greedy"), 1.0))
+    _, chip_plan, chip_graph, chosen = min(runs, key=lambda r: r[0])
     repeatable = repeatable and chip_plan.stats.deterministic
-    plan = _mesh_plan(problem, chosen, analyze(local_graph(problem, chosen), problem.chip),
-                      chip_plan, solver, bound)
+    plan = _mesh_plan(problem, chosen, analyze(chip_graph, problem.chip), chip_plan, solver,
+                      bound)
     verdict = evaluate_mesh(graph, plan, mesh)
     stats = plan.stats.model_copy(update={
         "wall_time_s": None if repeatable else time.monotonic() - started,
@@ -128,7 +131,7 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
     return plan.model_copy(update={"stats": stats})
 
 
-def _decide(problem: MeshProblem, solver: str, until: float, seed: int,
+def _decide(problem: MeshProblem, shared: Problem, solver: str, until: float, seed: int,
             workers: int) -> tuple[Decisions, float | None]:
     """The decisions of ``solver`` and, for ``cpsat``, a bound on every plan's latency.
 
@@ -138,8 +141,8 @@ def _decide(problem: MeshProblem, solver: str, until: float, seed: int,
     choice fits every chip's DRAM, the baselines and the ``iopddl`` search (on the shared
     problem: its bound is a bound too) look for decisions that do. Candidates are ranked by
     what they cost with one collective chain per tensor and placement (``_strategy_us``);
-    the cheapest whose per-chip graph fits a chip's DRAM is kept."""
-    shared = strategy_problem(problem, shared=True)
+    the cheapest whose per-chip graph fits a chip's DRAM is kept. ``shared`` is the
+    strategy problem with shared collectives."""
     bound = None
     if solver != "cpsat":
         found = [BASELINES[solver](problem, until)]
@@ -151,11 +154,12 @@ def _decide(problem: MeshProblem, solver: str, until: float, seed: int,
                 found.append(_decisions(problem, exact.solution))
                 if costs is shared:
                     bound = exact.cost / NS_PER_US
-        if _first_fitting(problem, shared, found) is None:
-            more, searched = _searched(problem, shared, until, seed, workers)
-            found += more
-            bound = searched if bound is None or searched is None else max(bound, searched)
     chosen = _first_fitting(problem, shared, found)
+    if chosen is None and solver == "cpsat":
+        more, searched = _searched(problem, shared, until, seed, workers)
+        found += more
+        bound = searched if bound is None or searched is None else max(bound, searched)
+        chosen = _first_fitting(problem, shared, found)
     if chosen is None:
         raise InputValidationError([Issue(("mesh",), _unfit(problem, shared, found),
                                           "mesh.dram_capacity")], "layout graph")
@@ -163,9 +167,9 @@ def _decide(problem: MeshProblem, solver: str, until: float, seed: int,
     return chosen, bound
 
 
-def _baseline_decisions(problem: MeshProblem, until: float) -> list[Decisions]:
+def _baseline_decisions(problem: MeshProblem, shared: Problem,
+                        until: float) -> list[Decisions]:
     """Each baseline's decisions that fit a chip (autoshard stops at ``until``)."""
-    shared = strategy_problem(problem, shared=True)
     found = [rule(problem, until) for rule in BASELINES.values()]
     return [d for d in found if _fits(problem, shared, d)]
 
@@ -210,9 +214,9 @@ def _fits(problem: MeshProblem, shared: Problem, d: Decisions) -> bool:
 
 def _first_fitting(problem: MeshProblem, shared: Problem,
                    found: list[Decisions]) -> Decisions | None:
-    ranked = sorted(found, key=lambda d: _strategy_us(problem, d))
-    return next((d for d in ranked if _fits(problem, shared, d)
-                 and not math.isinf(_strategy_us(problem, d))), None)
+    priced = sorted(((_strategy_us(problem, d), i) for i, d in enumerate(found)))
+    return next((found[i] for us, i in priced
+                 if not math.isinf(us) and _fits(problem, shared, found[i])), None)
 
 
 def _unfit(problem: MeshProblem, shared: Problem, found: list[Decisions]) -> str:

@@ -90,13 +90,6 @@ class MeshProblem:
     def nodes(self) -> list[str]:
         return [*self.sources, *self.ops]
 
-    def placement_of(self, tensor: str, choice: dict[str, int]) -> Placement:
-        """Where ``tensor`` lives under ``choice`` (node name to strategy index)."""
-        op = self.producer.get(tensor)
-        if op is None:
-            return self.options[tensor][choice[tensor]]
-        return self.strategies[op][choice[op]].output
-
     def steps(self, tensor: str, src: Placement, dst: Placement) -> list[Step] | None:
         """The collectives that take ``tensor`` from ``src`` to ``dst`` (None: none can),
         worked out once per shape, type and pair of placements."""
