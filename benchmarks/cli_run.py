@@ -4,9 +4,12 @@ a file (a pipe nobody reads while the child runs could fill and block it)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,3 +35,25 @@ def run_cli(args: list[str], checkout: Path, scratch: Path) -> CliRun:
         wall = time.perf_counter() - started
     return CliRun(os.waitstatus_to_exitcode(status) == 0, wall, usage.ru_maxrss / 1024,
                   errors.read_text(errors="replace"))
+
+
+def solve_in_child(args: list[str], checkout: Path) -> tuple[dict | None, dict]:
+    """``layoutsat layout solve ARGS -o PLAN`` in a measured child: the plan (None when
+    it failed) and the run's record (wall, peak RSS, and the error's last lines)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plan.json"
+        run = run_cli(["layout", "solve", *args, "-o", str(out)], checkout, Path(tmp))
+        record: dict = {"wall_s": run.wall_s, "peak_mb": run.peak_mb}
+        if not run.ok or not out.exists():
+            lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
+            return None, {"error": " ".join(lines[-2:])[:300] if lines else "no plan",
+                          **record}
+        return json.loads(out.read_text()), record
+
+
+def graph_files(parser: argparse.ArgumentParser, graphs: list[Path]) -> list[Path]:
+    """The graph files named, folders expanded (sorted); a missing one is a usage error."""
+    missing = [str(p) for p in graphs if not p.exists()]
+    if missing:
+        parser.error(f"no such graph or folder: {', '.join(missing)}")
+    return [f for p in graphs for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]

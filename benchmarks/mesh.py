@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cli_run import run_cli  # noqa: E402
+from benchmarks.cli_run import graph_files, solve_in_child  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 
 BASELINES = ("replicate", "megatron", "autoshard")
@@ -35,17 +34,10 @@ GRAPHS = [ROOT / "benchmarks/layout/mesh_models",
 
 def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> dict:
     """One solve in a child process: its plan's numbers, the wall and peak RSS."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "plan.json"
-        run = run_cli(["layout", "solve", str(graph), "-o", str(out), "--mesh", mesh,
-                       "--solver", solver, "--time-limit", str(limit), "--workers",
-                       str(workers)], ROOT, Path(tmp))
-        wall, peak = run.wall_s, run.peak_mb
-        if not run.ok or not out.exists():
-            lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
-            return {"error": " ".join(lines[-2:])[:300] if lines else "no plan",
-                    "wall_s": wall, "peak_mb": peak}
-        plan = json.loads(out.read_text())
+    plan, run = solve_in_child([str(graph), "--mesh", mesh, "--solver", solver,
+                                "--time-limit", str(limit), "--workers", str(workers)], ROOT)
+    if plan is None:
+        return run
     m = plan["mesh"]
     kinds: dict[str, int] = {}
     for c in m["collectives"]:
@@ -54,8 +46,7 @@ def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> 
             "bound_us": plan["stats"]["best_bound"], "gap": plan["stats"]["gap"],
             "status": plan["status"], "chip_us": m["chip_latency_us"],
             "collective_us": m["collective_latency_us"], "collectives": kinds,
-            "dram_gib": m["memory"]["dram_peak_bytes"] / 2**30,
-            "wall_s": wall, "peak_mb": peak}
+            "dram_gib": m["memory"]["dram_peak_bytes"] / 2**30, **run}
 
 
 def main() -> None:
@@ -71,10 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.time_limit <= 0 or args.baseline_limit <= 0:
         parser.error("time limits must be positive")
-    missing = [str(p) for p in args.graphs if not p.exists()]
-    if missing:
-        parser.error(f"no such graph or folder: {', '.join(missing)}")
-    paths = [f for p in args.graphs for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    paths = graph_files(parser, args.graphs)
     started = meta()
     rows = []
     for path in paths:

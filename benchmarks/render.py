@@ -415,6 +415,39 @@ def mesh_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# --- tx8: benchmarks/tx8.py ------------------------------------------------------------
+
+
+def tx8_table(rows: list[Row]) -> str:
+    """``benchmarks/tx8.py``: per model groupcost's and cpsat's totals, groupcost / cpsat,
+    cpsat's bound and gap, groups (of several ops), conversions, SPM peak, wall, peak RSS;
+    then the geometric mean of the ratio."""
+    head = ["graph", "ops", "groupcost", "cpsat", "groupcost / cpsat", "bound", "gap",
+            "status", "groups (multi-op)", "conversions", "SPM peak", "groupcost wall",
+            "cpsat wall", "peak RSS"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ratios = []
+    for r in rows:
+        g, c = r["groupcost"], r["cpsat"]
+        if "error" in g or "error" in c:
+            lines.append(f"| {r['graph']} | | {g.get('error', '')} | {c.get('error', '')} |"
+                         + " |" * (len(head) - 4))
+            continue
+        ratios.append(g["total_us"] / c["total_us"])
+        bound = "none" if c["bound_us"] is None else f"{c['bound_us']:,.1f}"
+        cells = [r["graph"], str(c["ops"]), f"{g['total_us']:,.1f}", f"{c['total_us']:,.1f}",
+                 f"{ratios[-1]:.3f}x", bound, _percent(c["gap"], 2), c["status"],
+                 f"{c['groups']} ({c['multi_op_groups']})",
+                 f"{c['conversions']} ({c['conversion_us']:,.1f} us)",
+                 f"{c['spm_peak_kib']:,.0f} KiB", f"{g['wall_s']:.1f} s", f"{c['wall_s']:.1f} s",
+                 f"{c['peak_mb']:,.0f} MB"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if ratios:
+        lines += ["", f"Geometric mean groupcost / cpsat: {geomean(ratios):.3f}x over "
+                  f"{len(ratios)} models."]
+    return "\n".join(lines)
+
+
 # --- the registry and the markers -------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -452,6 +485,7 @@ TABLES = {
     "gap-split": Table("gap-split.json", lambda d: gap_split_table(d["rows"])),
     "mesh": Table("mesh.json", lambda d: mesh_table(d["rows"])),
     "mesh-70b-120s": Table("mesh-70b-120s.json", lambda d: mesh_table(d["rows"])),
+    "tx8": Table("tx8.json", lambda d: tx8_table(d["rows"])),
 }
 
 

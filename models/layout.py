@@ -22,6 +22,7 @@ from models.layout_ops import OP_TYPES
 from models.layout_rules import graph_issues
 from models.mesh import MeshSection, MeshSpec, PlacementText
 from models.timing import Deterministic, WallTime
+from models.tx8 import Tx8Section, Tx8Spec
 
 GRAPH_FORMAT = "layoutsat-graph"
 PLAN_FORMAT = "layoutsat-plan"
@@ -113,8 +114,9 @@ class LayoutGraph(_Strict):
     format: Literal["layoutsat-graph"]
     version: Literal[1]
     name: str = "graph"
-    device: Name | DeviceSpec | None = Field(
-        default=None, description="preset name or a full device spec; the CLI/API may override")
+    device: Name | DeviceSpec | Tx8Spec | None = Field(
+        default=None, description="preset name (a Tensix chip or tx8) or a full device spec "
+        "(a TX8 spec has \"target\": \"tx8\"); the CLI/API may override")
     tensors: list[TensorDecl] = Field(min_length=1)
     ops: list[OpDecl] = Field(min_length=1)
     outputs: list[Name] = Field(min_length=1, description="graph outputs (activations)")
@@ -252,7 +254,7 @@ class LayoutPlan(_Strict):
     status: Literal["optimal", "feasible", "invalid"]
     solver: str
     graph: str
-    device: DeviceSpec
+    device: DeviceSpec | Tx8Spec
     schedule: list[Name]
     tensors: dict[str, TensorPlacement]
     ops: dict[str, OpPlacement]
@@ -273,6 +275,9 @@ class LayoutPlan(_Strict):
     mesh: MeshSection | None = Field(
         default=None, description="a plan over a mesh: placements, strategies, collectives "
         "and per-chip memory; its ops and tensors are then those of the per-chip graph")
+    tx8: Tx8Section | None = Field(
+        default=None, description="a plan for a TX8 chip: groups, shardings, splits, SPM "
+        "offsets, conversions; its Tensix sections (tensors, ops, l1_timeline) are empty")
 
 
 class Evaluation(_Strict):

@@ -116,8 +116,9 @@ def test_every_family_solves_and_evaluates_its_example_through_the_contract(name
     problem = fam.parse(doc)
     assert fam.estimate(doc) == fam.size(problem)
     runs = [({}, s) for s in fam.solvers_for(doc, {})]
-    if name == "layout":  # and the mesh solvers, on the smallest mesh
+    if name == "layout":  # and the mesh solvers, on the smallest mesh, and the TX8's
         runs += [({"mesh": "n300"}, s) for s in fam.solvers_for(doc, {"mesh": "n300"})]
+        runs += [({"device": "tx8"}, s) for s in fam.solvers_for(doc, {"device": "tx8"})]
     assert {s for _, s in runs} == set(fam.solvers)
     for extra, solver_name in runs:
         options = fam.options(solver=solver_name, time_limit_s=5, **extra)

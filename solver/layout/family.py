@@ -13,7 +13,6 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -30,7 +29,8 @@ from models.layout import (
     parse_plan,
 )
 from models.mesh import MESH_PRESETS, MeshSpec
-from solver import layout, mesh
+from models.tx8 import TX8_PRESETS, Tx8Spec
+from solver import layout, mesh, tx8
 from solver import progress as progress_sink
 from solver.deadline import Deadline
 from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, count_items
@@ -41,8 +41,8 @@ from solver.layout.problem import analyze, resolve_device, summarize
 from solver.mesh.evaluate import evaluate_mesh
 from solver.mesh.problem import analyze_mesh, resolve_mesh
 
-SOLVERS = (*layout.SOLVERS, *(s for s in mesh.MESH_SOLVERS if s not in layout.SOLVERS))
-"""One-chip solvers, then the mesh baselines (``cpsat`` plans both)."""
+SOLVERS = tuple(dict.fromkeys((*layout.SOLVERS, *mesh.MESH_SOLVERS, *tx8.TX8_SOLVERS)))
+"""One-chip solvers, then the mesh baselines, then the TX8 baseline (``cpsat`` plans all)."""
 
 LAYOUT_KEYS = frozenset({"tensors", "ops"})
 MAX_CONFIGS = 4096
@@ -52,6 +52,8 @@ MAX_CONFIGS = 4096
 def _device_kind(value: Any) -> str:
     """Which form of ``device`` (or ``mesh``) a value is, so its faults are those of that
     form only."""
+    if isinstance(value, Tx8Spec) or isinstance(value, dict) and value.get("target") == "tx8":
+        return "tx8"
     return "spec" if isinstance(value, dict | DeviceSpec | MeshSpec) else "preset"
 
 
@@ -69,14 +71,29 @@ MeshOption = Annotated[
 """A mesh preset's name or a mesh spec, in the solve and the evaluate options."""
 
 
+def _known_device(value: str | DeviceSpec | Tx8Spec | None) -> str | DeviceSpec | Tx8Spec | None:
+    if isinstance(value, str) and value not in PRESETS and value not in TX8_PRESETS:
+        raise PydanticCustomError(
+            "device.unknown", "unknown device preset '{name}'; presets are {presets}",
+            {"name": value[:100], "presets": ", ".join(sorted([*PRESETS, *TX8_PRESETS]))})
+    return value
+
+
+DeviceOption = Annotated[
+    Annotated[Annotated[str, Tag("preset")] | Annotated[DeviceSpec, Tag("spec")]
+              | Annotated[Tx8Spec, Tag("tx8")], Discriminator(_device_kind)] | None,
+    AfterValidator(_known_device)]
+"""A device preset's name, a Tensix device spec or a TX8 spec (``"target": "tx8"``)."""
+
+
 class LayoutOptions(SolveOptions):
     solver: Literal[SOLVERS] = Field(  # type: ignore[valid-type]
         default="cpsat", description=f"one chip: one of {list(layout.SOLVERS)}; a mesh: one "
-        f"of {list(mesh.MESH_SOLVERS)}")
-    device: Annotated[Annotated[str, Tag("preset")] | Annotated[DeviceSpec, Tag("spec")],
-                      Discriminator(_device_kind)] | None = Field(
-        default=None, description=f"a preset ({', '.join(sorted(PRESETS))}) or a full device "
-        "spec; overrides the graph's own device")
+        f"of {list(mesh.MESH_SOLVERS)}; a TX8: one of {list(tx8.TX8_SOLVERS)}")
+    device: DeviceOption = Field(
+        default=None, description=f"a preset ({', '.join(sorted([*PRESETS, *TX8_PRESETS]))}) "
+        "or a full device spec (a TX8 spec has \"target\": \"tx8\"); overrides the graph's "
+        "own device")
     mesh: MeshOption = Field(
         default=None, description=f"plan over a mesh of chips: a preset "
         f"({', '.join(MESH_PRESETS)}) or a full mesh spec; overrides the graph's own mesh")
@@ -94,15 +111,6 @@ class LayoutOptions(SolveOptions):
         "an order that makes room in L1 (the whole order on graphs solved as one model, "
         "windows of 16 steps on larger ones)")
 
-    @field_validator("device")
-    @classmethod
-    def _known_preset(cls, value: str | DeviceSpec | None) -> str | DeviceSpec | None:
-        if isinstance(value, str) and value not in PRESETS:
-            raise PydanticCustomError(
-                "device.unknown", "unknown device preset '{name}'; presets are {presets}",
-                {"name": value[:100], "presets": ", ".join(sorted(PRESETS))})
-        return value
-
 
 class LayoutEvaluateOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -110,6 +118,9 @@ class LayoutEvaluateOptions(BaseModel):
     mesh: MeshOption = Field(
         default=None, description="the mesh the plan was asked for, when not the graph's "
         "own: a mesh plan must be for it")
+    device: DeviceOption = Field(
+        default=None, description="the device the plan was asked for, when not the graph's "
+        "own: a TX8 plan must be for it")
 
 
 class LayoutFamily:
@@ -145,7 +156,13 @@ class LayoutFamily:
         return Size(len(problem.ops), len(problem.tensors))
 
     def solvers_for(self, doc: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, ...]:
-        """A mesh graph (or a mesh in the options) has the mesh solvers; one chip the rest."""
+        """A TX8 device has the TX8 solvers; a mesh graph (or a mesh in the options) the mesh
+        solvers; one Tensix chip the rest."""
+        device = options.get("device", doc.get("device"))
+        if device is None:
+            device = doc.get("device")
+        if _device_kind(device) == "tx8" or device in TX8_PRESETS:
+            return tuple(tx8.TX8_SOLVERS)
         on_mesh = options.get("mesh") is not None or doc.get("mesh") is not None
         return tuple(mesh.MESH_SOLVERS) if on_mesh else tuple(layout.SOLVERS)
 
@@ -154,6 +171,10 @@ class LayoutFamily:
         refuses a graph with an op that fits no configuration); on a mesh, the solver must
         plan meshes, no device may be asked for (the mesh names its chip) and pinned
         inputs must split evenly."""
+        chip = tx8.resolve_tx8(problem, options.device)
+        if chip is not None:
+            _admit_tx8(problem, options, chip)
+            return
         on_mesh = resolve_mesh(problem, options.mesh)
         if on_mesh is not None:
             _admit_mesh(problem, options, on_mesh)
@@ -180,9 +201,13 @@ class LayoutFamily:
 
     def solve(self, problem: LayoutGraph, options: LayoutOptions, deadline: Deadline,
               progress: Progress | None = None) -> Solved:
+        chip = tx8.resolve_tx8(problem, options.device)
         on_mesh = resolve_mesh(problem, options.mesh)
         with progress_sink.reporting(progress):
-            if on_mesh is not None:
+            if chip is not None:
+                plan = tx8.solve(problem, chip, options.solver, deadline=deadline,
+                                 seed=options.seed, workers=options.workers)
+            elif on_mesh is not None:
                 plan = mesh.solve(problem, on_mesh, options.solver, deadline=deadline,
                                   seed=options.seed, workers=options.workers,
                                   max_configs=options.max_configs, capacity=options.capacity)
@@ -197,17 +222,26 @@ class LayoutFamily:
     def evaluate(self, problem: LayoutGraph, answer: Any,
                  options: LayoutEvaluateOptions) -> Verdict:
         plan = answer if isinstance(answer, LayoutPlan) else parse_plan(answer)
+        chip = tx8.resolve_tx8(problem, options.device)
+        if plan.tx8 is not None or chip is not None:
+            return _verdict(_evaluate_tx8(problem, plan, chip))
         if plan.mesh is None and resolve_mesh(problem, options.mesh) is not None:
             raise InputValidationError([Issue(
                 ("plan", "mesh"), "the graph names a mesh; this plan is for one chip: plan "
                 "it with the mesh (or remove the graph's mesh)", "mesh.missing")], "layout plan")
-        verdict = evaluate_mesh(problem, plan, resolve_mesh(problem, options.mesh)) \
-            if plan.mesh is not None else evaluate(analyze(problem, plan.device), plan)
-        errors = [f"{v.kind} at {v.where}: {v.msg}" for v in verdict.violations]
-        return Verdict(verdict.valid, verdict.total_latency_us, errors, verdict)
+        if isinstance(plan.device, Tx8Spec):
+            raise InputValidationError([Issue(
+                ("plan", "tx8"), "the plan's device is a TX8 but it has no tx8 section",
+                "tx8.missing")], "layout plan")
+        return _verdict(evaluate_mesh(problem, plan, resolve_mesh(problem, options.mesh))
+                        if plan.mesh is not None
+                        else evaluate(analyze(problem, plan.device), plan))
 
     def describe_result(self, problem: LayoutGraph, result: BaseModel) -> list[str]:
         assert isinstance(result, LayoutPlan)
+        if result.tx8 is not None:
+            return [*_describe_tx8(result), *(f"{v.kind} at {v.where}: {v.msg}"
+                                              for v in result.violations)]
         s = plan_summary(problem, result)
         wall = "" if result.stats.wall_time_s is None else f"; {result.stats.wall_time_s:.2f} s"
         lines = _describe_mesh(result) if result.mesh is not None else []
@@ -229,6 +263,11 @@ class LayoutFamily:
         return []
 
     def timeline(self, problem: Any, answer: Mapping[str, Any]) -> Timeline:
+        if answer.get("tx8") is not None:
+            return Timeline("SPM use", "group", "KiB per tile",
+                            steps=[(i, g["spm_peak_bytes"] / 1024)
+                                   for i, g in enumerate(answer["tx8"]["groups"])],
+                            capacity=answer["l1_capacity_bytes_per_core"] / 1024)
         return Timeline("L1 use", "schedule step (op)", "KiB per core",
                         steps=[(s["step"], s["bytes_per_core"] / 1024)
                                for s in answer["l1_timeline"]],
@@ -254,6 +293,55 @@ def _admit_mesh(problem: LayoutGraph, options: LayoutOptions, on_mesh: MeshSpec)
     if issues:
         raise InputValidationError(issues, "request")
     analyze_mesh(problem, on_mesh, priced=False)
+
+
+def _verdict(evaluation: Evaluation) -> Verdict:
+    errors = [f"{v.kind} at {v.where}: {v.msg}" for v in evaluation.violations]
+    return Verdict(evaluation.valid, evaluation.total_latency_us, errors, evaluation)
+
+
+def _evaluate_tx8(problem: LayoutGraph, plan: LayoutPlan, chip: Tx8Spec | None) -> Evaluation:
+    """A TX8 plan checked against the chip asked for (the option's or the graph's; else the
+    one the plan names); a graph meant for a TX8 needs a TX8 plan."""
+    if plan.tx8 is None:
+        raise InputValidationError([Issue(
+            ("plan", "tx8"), "the graph (or the options) names a TX8 device; this plan is for "
+            "a Tensix chip: plan it for the TX8", "tx8.missing")], "layout plan")
+    if chip is None:
+        if not isinstance(plan.device, Tx8Spec):
+            raise InputValidationError([Issue(
+                ("plan", "device"), "a plan with a tx8 section must name a TX8 device",
+                "tx8.device")], "layout plan")
+        chip = plan.device
+    return tx8.evaluate_tx8(problem, plan, chip)
+
+
+def _admit_tx8(problem: LayoutGraph, options: LayoutOptions, chip: Tx8Spec) -> None:
+    issues = []
+    if options.solver not in tx8.TX8_SOLVERS:
+        issues.append(Issue(("options", "solver"), f"'{options.solver}' plans a Tensix chip; "
+                            f"for a TX8 choose one of {list(tx8.TX8_SOLVERS)}", "solver.tx8"))
+    tensix_only = {"mesh": None, "explain": False, "capacity": "address", "order": "given",
+                   "max_configs": DEFAULT_MAX_CONFIGS}
+    for name, default in tensix_only.items():
+        if getattr(options, name) != default:
+            issues.append(Issue(("options", name), f"'{name}' is for Tensix chips; a TX8 plan "
+                                "has groups, shardings and SPM offsets instead", "tx8.option"))
+    if issues:
+        raise InputValidationError(issues, "request")
+    tx8.admit(problem, chip)
+
+
+def _describe_tx8(plan: LayoutPlan) -> list[str]:
+    t = plan.tx8
+    assert t is not None
+    grouped = sum(1 for g in t.groups if len(g.ops) > 1)
+    ops = sum(len(g.ops) for g in t.groups)
+    return [f"on {plan.device.name}: {len(t.groups)} groups for {ops} ops ({grouped} of several "
+            f"ops), groups {t.group_latency_us:,.2f} us, {len(t.conversions)} layout "
+            f"conversions {t.conversion_latency_us:,.2f} us, SPM peak "
+            f"{t.spm_peak_bytes / 1024:,.1f} KiB of {plan.l1_capacity_bytes_per_core / 1024:,.0f}"
+            " per tile"]
 
 
 def _describe_mesh(plan: LayoutPlan) -> list[str]:

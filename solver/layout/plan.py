@@ -17,11 +17,13 @@ so no solver can report a number it did not earn (the evaluator re-checks anyway
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from models.layout import (
     Copy,
+    Evaluation,
     LayoutGraph,
     LayoutPlan,
     OpPlacement,
@@ -247,3 +249,16 @@ def plan_summary(graph: LayoutGraph, plan: LayoutPlan) -> dict[str, object]:
             "reloads": len(plan.reloads), "spills": len(plan.spills),
             "peak_l1_bytes_per_core": max((s.bytes_per_core for s in plan.l1_timeline), default=0),
             "wall_time_s": plan.stats.wall_time_s}
+
+
+def with_verdict(plan: LayoutPlan, verdict: Evaluation, started: float,
+                 repeatable: bool) -> LayoutPlan:
+    """The plan as a solve returns it: its wall time (none when a deterministic solve
+    repeats) and, when the evaluator found faults, status invalid with them."""
+    stats = plan.stats.model_copy(update={
+        "wall_time_s": None if repeatable else time.monotonic() - started,
+        "deterministic": repeatable})
+    if not verdict.valid:
+        return plan.model_copy(update={"stats": stats, "status": "invalid",
+                                       "violations": verdict.violations})
+    return plan.model_copy(update={"stats": stats})

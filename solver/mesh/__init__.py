@@ -32,6 +32,7 @@ from solver.iopddl.problem import Problem
 from solver.iopddl.search import SOLVERS as STRATEGY_SEARCHES
 from solver.iopddl.search import Infeasible
 from solver.layout.ops import DEFAULT_MAX_CONFIGS
+from solver.layout.plan import with_verdict
 from solver.layout.problem import LayoutProblem, analyze
 from solver.mesh.baselines import BASELINES
 from solver.mesh.evaluate import evaluate_mesh
@@ -121,14 +122,7 @@ def solve(graph: LayoutGraph, mesh: MeshSpec, solver: str, *, deadline: Deadline
     repeatable = repeatable and chip_plan.stats.deterministic
     plan = _mesh_plan(problem, chosen, analyze(chip_graph, problem.chip), chip_plan, solver,
                       bound)
-    verdict = evaluate_mesh(graph, plan, mesh)
-    stats = plan.stats.model_copy(update={
-        "wall_time_s": None if repeatable else time.monotonic() - started,
-        "deterministic": repeatable})
-    if not verdict.valid:
-        return plan.model_copy(update={"stats": stats, "status": "invalid",
-                                       "violations": verdict.violations})
-    return plan.model_copy(update={"stats": stats})
+    return with_verdict(plan, evaluate_mesh(graph, plan, mesh), started, repeatable)
 
 
 def _decide(problem: MeshProblem, shared: Problem, solver: str, until: float, seed: int,
