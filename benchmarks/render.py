@@ -418,6 +418,12 @@ def mesh_table(rows: list[Row]) -> str:
 # --- tx8: benchmarks/tx8.py ------------------------------------------------------------
 
 
+def _tx8_cell(run: Row) -> str:
+    if "error" in run:
+        return "does not fit the DDR" if "DDR holds" in run["error"] else "error"
+    return f"{run['total_us']:,.1f}"
+
+
 def tx8_table(rows: list[Row]) -> str:
     """``benchmarks/tx8.py``: per model groupcost's and cpsat's totals, groupcost / cpsat,
     cpsat's bound and gap, groups (of several ops), conversions, SPM peak, wall, peak RSS;
@@ -430,12 +436,12 @@ def tx8_table(rows: list[Row]) -> str:
     for r in rows:
         g, c = r["groupcost"], r["cpsat"]
         if "error" in g or "error" in c:
-            lines.append(f"| {r['graph']} | | {g.get('error', '')} | {c.get('error', '')} |"
-                         + " |" * (len(head) - 4))
+            cells = [r["graph"], "", _tx8_cell(g), _tx8_cell(c)]
+            lines.append("| " + " | ".join(cells + [""] * (len(head) - len(cells))) + " |")
             continue
         ratios.append(g["total_us"] / c["total_us"])
         bound = "none" if c["bound_us"] is None else f"{c['bound_us']:,.1f}"
-        cells = [r["graph"], str(c["ops"]), f"{g['total_us']:,.1f}", f"{c['total_us']:,.1f}",
+        cells = [r["graph"], str(c["ops"]), _tx8_cell(g), _tx8_cell(c),
                  f"{ratios[-1]:.3f}x", bound, _percent(c["gap"], 2), c["status"],
                  f"{c['groups']} ({c['multi_op_groups']})",
                  f"{c['conversions']} ({c['conversion_us']:,.1f} us)",
@@ -486,6 +492,7 @@ TABLES = {
     "mesh": Table("mesh.json", lambda d: mesh_table(d["rows"])),
     "mesh-70b-120s": Table("mesh-70b-120s.json", lambda d: mesh_table(d["rows"])),
     "tx8": Table("tx8.json", lambda d: tx8_table(d["rows"])),
+    "tx8-generated": Table("tx8-generated.json", lambda d: tx8_table(d["rows"])),
 }
 
 

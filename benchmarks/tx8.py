@@ -3,7 +3,10 @@ model, each solve a fresh ``layoutsat layout solve --device tx8`` process: total
 and gap, groups, conversions, SPM peak, process wall and peak memory.
 
     .venv/bin/python benchmarks/tx8.py [--time-limit 30] [--baseline-limit 30]
-        [--graphs PATH ...] [--only NAME ...] [--out benchmarks/results/tx8.json]
+        [--graphs PATH ...] [--generated COUNT [--seed S]] [--only NAME ...]
+        [--out benchmarks/results/tx8.json]
+
+``--generated`` plans the seeded suite of ``benchmarks/tx8_generate.py`` instead of files.
 
 Wall and peak RSS are the child's own (``os.wait4``), start-up and exit included. The
 JSON (with ``meta``) is rendered into BENCHMARKS.md by ``render.py``.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.cli_run import graph_files, solve_in_child  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
+from benchmarks.tx8_generate import suite  # noqa: E402
 
 GRAPHS = [ROOT / "benchmarks/layout/models"]
 SOLVERS = ("groupcost", "cpsat")
@@ -48,11 +53,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--graphs", type=Path, nargs="*", default=GRAPHS,
                         help="graph files or folders of them")
+    parser.add_argument("--generated", type=int, default=0,
+                        help="plan this many graphs of the generated suite instead")
+    parser.add_argument("--seed", type=int, default=0, help="the generated suite's seed")
     parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.time_limit <= 0 or args.baseline_limit <= 0:
         parser.error("time limits must be positive")
+    if args.generated < 0:
+        parser.error("--generated must be at least 0")
+    scratch = tempfile.TemporaryDirectory()
+    if args.generated:
+        for doc in suite(args.generated, args.seed):
+            (Path(scratch.name) / f"{doc['name']}.json").write_text(json.dumps(doc))
+        args.graphs = [Path(scratch.name)]
     paths = graph_files(parser, args.graphs)
     started = meta()
     rows = []
@@ -67,6 +82,7 @@ def main() -> None:
         rows.append(row)
     if args.out:
         write_results(args.out, started, rows)
+    scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("order.py", ["--time-limit", "0"], "--time-limit must be positive"),
     ("order.py", ["--workers", "0"], "--workers must be at least 1"),
     ("layout_order_suite.py", ["--count", "0"], "--count must be at least 1"),
+    ("tx8.py", ["--time-limit", "0"], "time limits must be positive"),
+    ("tx8.py", ["--graphs", "no/such.json"], "no such graph or folder: no/such.json"),
+    ("tx8.py", ["--generated", "-1"], "--generated must be at least 0"),
+    ("tx8_generate.py", ["--count", "0"], "--count must be at least 1"),
+    ("tx8_generate.py", ["--write", GRAPH], f"--write: {GRAPH} is a file, not a directory"),
     ("layout_order_suite.py", ["--write", GRAPH], f"--write: {GRAPH} is a file, not a directory"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
@@ -182,3 +187,14 @@ def test_the_layout_order_suite_is_seeded_and_every_graph_parses():
     sizes = [len(parse_graph(doc).ops) for doc in docs]
     assert min(sizes) == 13 and max(sizes) == 375  # as BENCHMARKS.md describes it
     assert graph(0) != graph(1)
+
+
+def test_the_tx8_suite_is_seeded_and_every_graph_parses_for_a_tx8():
+    from benchmarks import tx8_generate
+
+    docs = tx8_generate.suite(8)
+    assert docs == tx8_generate.suite(8) and docs[5] == tx8_generate.graph(5)
+    assert {d["name"].rsplit("-", 1)[0] for d in docs} == {
+        "tx8-transformer", "tx8-convs", "tx8-mlp-chain", "tx8-residual-dag"}
+    for doc in docs:
+        assert parse_graph(doc).device == "tx8"

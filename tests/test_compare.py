@@ -247,6 +247,24 @@ def test_a_graph_on_a_mesh_is_compared_by_the_mesh_solvers(tmp_path):
         ("cpsat", "feasible", True), ("megatron", "feasible", True)}
 
 
+def test_a_graph_for_a_tx8_is_compared_by_the_tx8_solvers(tmp_path):
+    """A graph whose device is a TX8 (or a TX8 in the batch's options) runs cpsat and
+    groupcost, each plan re-checked by the TX8 evaluator; cpsat passes the gate."""
+    folder = graphs_dir(tmp_path, LAYOUT)
+    doc = json.loads(LAYOUT.read_text())
+    (folder / "on-tx8.json").write_text(json.dumps({**doc, "device": "tx8"}))
+    pairs = {(Path(t.graph).name, t.solver) for t in tasks_for(batch_of(folder))}
+    assert {s for g, s in pairs if g == "on-tx8.json"} == {"cpsat", "groupcost"}
+    on_tx8 = Options(time_limit_s=5.0, family_options={"layout": {"device": "tx8"}})
+    (tmp_path / "b").mkdir()
+    outcome = run_batch(batch_of(graphs_dir(tmp_path / "b", LAYOUT), options=on_tx8,
+                                 solvers=["cpsat", "groupcost"], fail_if_worse="groupcost"),
+                        tmp_path / "out")
+    assert {(r["solver"], r["status"], r["valid"]) for r in outcome.records} == {
+        ("cpsat", "optimal", True), ("groupcost", "feasible", True)}
+    assert not outcome.gate and not outcome.failed
+
+
 def test_gate_trips_when_cpsat_is_worse(tmp_path):
     folder = graphs_dir(tmp_path, LAYOUT)
     outcome = run_batch(batch_of(folder, solvers=["cpsat", "greedy"], fail_if_worse="greedy"),

@@ -231,6 +231,26 @@ def test_a_op_that_fits_no_configuration_is_refused_naming_it() -> None:
     assert issue.rule == "tx8.spm_fit" and "sm" in issue.msg
 
 
+def test_a_custom_chip_is_planned_and_deterministic_solves_repeat() -> None:
+    """A 2x2-tile chip with 256 KiB of SPM given as a spec (as a request's options carry
+    it): more slices than on the preset; with the deterministic option two solves give
+    the same plan byte for byte."""
+    small = {**TX8.model_dump(), "name": "tx8-2x2", "tiles": [2, 2], "spm_bytes": 1 << 18}
+    options = LayoutOptions(device=small, solver="cpsat", time_limit_s=5, deterministic=True)
+    graph = parse_graph(one_matmul(256, 1024, 1024))
+    FAMILY.admit(graph, options)
+    first, second = (FAMILY.solve(graph, options, Deadline.after(5, deterministic=True))
+                     for _ in range(2))
+    assert first.answer == second.answer
+    plan = first.result
+    assert plan.device.name == "tx8-2x2" and plan.stats.deterministic
+    (group,) = plan.tx8.groups
+    assert np.prod(group.sharding) * group.reduce_sharding in (1, 4)
+    assert group.spm_peak_bytes <= 1 << 18
+    preset = tx8.solve(graph, TX8, "cpsat", deadline=Deadline.after(5))
+    assert preset.total_latency_us < plan.total_latency_us
+
+
 # ----------------------------------------------------------------------------- service
 
 
