@@ -78,9 +78,15 @@ def issues_from_pydantic(exc: ValidationError, prefix: Loc = ()) -> list[Issue]:
     ]
 
 
+UNION_TAG = "is:"
+"""Prefix of a discriminated union's tags (``is:spec``): pydantic puts the tag in an error's
+location, which names no field of the document."""
+
+
 def _wrapper(part: str | int) -> bool:
-    """A location part pydantic adds for a validator around a model, not a field."""
-    return isinstance(part, str) and part.startswith("function-")
+    """A location part pydantic adds for a validator around a model or for the member of a
+    discriminated union, not a field."""
+    return isinstance(part, str) and (part.startswith("function-") or part.startswith(UNION_TAG))
 
 
 def _pydantic_message(err: dict) -> str:

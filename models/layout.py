@@ -22,7 +22,7 @@ from models.layout_ops import OP_TYPES
 from models.layout_rules import graph_issues
 from models.mesh import MeshSection, MeshSpec, PlacementText
 from models.timing import Deterministic, WallTime
-from models.tx8 import Tx8Section, Tx8Spec
+from models.tx8 import DeviceField, Tx8Section, Tx8Spec
 
 GRAPH_FORMAT = "layoutsat-graph"
 PLAN_FORMAT = "layoutsat-plan"
@@ -114,7 +114,7 @@ class LayoutGraph(_Strict):
     format: Literal["layoutsat-graph"]
     version: Literal[1]
     name: str = "graph"
-    device: Name | DeviceSpec | Tx8Spec | None = Field(
+    device: DeviceField | None = Field(
         default=None, description="preset name (a Tensix chip or tx8) or a full device spec "
         "(a TX8 spec has \"target\": \"tx8\"); the CLI/API may override")
     tensors: list[TensorDecl] = Field(min_length=1)

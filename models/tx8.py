@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from models.device import DeviceSpec
+from models.errors import UNION_TAG
 
 DdrLayout = Literal["compact", "aligned"]
 """How a tensor lies in DDR: ``compact`` (the seed's Tensor/NTensor, dense) or ``aligned``
@@ -24,6 +27,17 @@ Micros = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
+
+
+PRESET_TAG, SPEC_TAG, TX8_TAG = (f"{UNION_TAG}{form}" for form in ("preset", "spec", "tx8"))
+
+
+def device_kind(value: object) -> str:
+    """Which form of a device a value is (a preset's name, a Tensix spec, a TX8 spec): the
+    tag of its member of the union, so a faulty one is reported against that form only."""
+    if isinstance(value, Tx8Spec) or isinstance(value, dict) and value.get("target") == "tx8":
+        return TX8_TAG
+    return PRESET_TAG if isinstance(value, str) else SPEC_TAG
 
 
 class Tx8Spec(_Strict):
@@ -58,6 +72,12 @@ class Tx8Spec(_Strict):
                                    "one slice, microseconds")
     group_launch_us: Micros = Field(description="fixed time of one group: instruction issue "
                                     "and the barrier that ends it, microseconds")
+
+    @model_validator(mode="after")
+    def _alignment_fits(self) -> Tx8Spec:
+        if self.spm_alignment_bytes > self.spm_bytes:
+            raise ValueError("spm_alignment_bytes must be at most spm_bytes")
+        return self
 
     @property
     def tile_count(self) -> int:
@@ -184,3 +204,10 @@ class Tx8Section(_Strict):
     group_latency_us: float
     conversion_latency_us: float
     spm_peak_bytes: int = Field(description="the largest group's SPM use per tile")
+
+
+DeviceField = Annotated[
+    Annotated[Annotated[str, Field(min_length=1)], Tag(PRESET_TAG)]
+    | Annotated[DeviceSpec, Tag(SPEC_TAG)] | Annotated[Tx8Spec, Tag(TX8_TAG)],
+    Discriminator(device_kind)]
+"""A device: a preset's name (a Tensix chip or ``tx8``), a Tensix spec or a TX8 spec."""

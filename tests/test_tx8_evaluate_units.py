@@ -208,10 +208,11 @@ def test_matmul_plans_price_as_worked_by_hand(p: LayoutPlan, total: float) -> No
 #   x [16, 128] = 2048 el = 4096 B, 0..0; w [128, 128] = 32768 B, 0..0;
 #   r [16, 128] = 4096 B, 0..1 (read by add at 1); h intermediate 4096 B, 0..1;
 #   y output 4096 B, 1..1; psum of h [16, 128] f32 = 8192 B, 0..0.
-#   compute mm 2*16*128*128/8e6 = 0.065536 + add 2048/64000 = 0.032: 0.097536
+#   compute mm 2*16*128*128/8e6 = 0.065536 + add (once per output slice, so 1/2 per
+#   slice) 2048/64000/2 = 0.016: 0.081536
 #   load x 0.82768 + w 0.5 + 16*32768/2e5 = 3.12144 + r (only a vector op reads it,
 #   w = 1/2) 0.82768/2 = 0.41384: 4.36296; store y 0.82768/2 = 0.41384
-#   latency 2 + 2 (4.36296 + 0.097536 + 0.41384) = 11.748672
+#   latency 2 + 2 (4.36296 + 0.081536 + 0.41384) = 11.716672
 #   loads x 16*4096*2 = 131072, w 16*32768*2 = 1048576, r 16*4096*2/2 = 65536;
 #   stores y 16*4096*2/2 = 65536
 # Conversions: x 3.32768; r 2 * 65536 B: 3.65536; y to the host 3.65536.
@@ -224,7 +225,7 @@ MA_PLAN = plan(MA, [group(
              buf("r", "input", 4096, 36864, 0, 1), buf("h", "intermediate", 4096, 40960, 0, 1),
              buf("y", "output", 4096, 45056, 1, 1), buf("h", "psum", 8192, 49152)],
     loads={"x": 131072, "w": 1048576, "r": 65536}, stores={"y": 65536}, peak=57344,
-    compute=0.097536, load=4.36296, store=0.41384, latency=11.748672)],
+    compute=0.081536, load=4.36296, store=0.41384, latency=11.716672)],
     [conversion("x", "compact", "aligned", ["g0"], 65536, 3.32768),
      conversion("r", "compact", "aligned", ["g0"], 131072, 3.65536),
      conversion("y", "aligned", "compact", ["host"], 131072, 3.65536)],
@@ -232,7 +233,7 @@ MA_PLAN = plan(MA, [group(
 
 
 def test_a_reduce_split_group_with_an_intermediate_and_a_vector_only_input() -> None:
-    assert_valid(MA, MA_PLAN, 11.748672 + 3.32768 + 3.65536 + 3.65536)  # 22.387072
+    assert_valid(MA, MA_PLAN, 11.716672 + 3.32768 + 3.65536 + 3.65536)  # 22.355072
 
 
 # ----------------------------------------------------------------------------- q k^T
@@ -272,7 +273,7 @@ def test_transpose_b_activation_operands_pad_their_last_dim_k() -> None:
 #   compute 2 * pad(4, 8)=8 * pad(144, 16)=144 * pad(32, 8)=32 / 8e6 = 73728/8e6 = 0.009216
 #   load x 0.5 + 16*512/2e5 = 0.54096, w 0.5 + 16*9216/2e5 = 1.23728: 1.77824
 #   store 0.5 + 16*256/2e5 = 0.52048; latency 2 + 1.77824 + 0.009216 + 0.52048 = 4.307936
-# Conversions: x 2 * 2048 B: 3.02048; y 2 * 4096 B: 3.04096.
+# No conversions: 16 and 32 channels are one aligned Cx block, the same in both layouts.
 CONV = graph([t("x", [1, 8, 8, 16], "input"), t("w", [32, 16, 3, 3], "constant"),
               t("y", [1, 8, 8, 32])],
              [op("cv", "conv2d", ["x", "w"], ["y"], padding=[1, 1])], ["y"])
@@ -282,13 +283,11 @@ CONV_PLAN = plan(CONV, [group(
              buf("y", "output", 256, 9728)],
     loads={"x": 8192, "w": 147456}, stores={"y": 4096}, peak=9984,
     compute=0.009216, load=1.77824, store=0.52048, latency=4.307936)],
-    [conversion("x", "compact", "aligned", ["g0"], 4096, 3.02048),
-     conversion("y", "aligned", "compact", ["host"], 8192, 3.04096)],
-    {"x": "compact", "y": "aligned"})
+    [], {"x": "compact", "y": "aligned"})
 
 
 def test_conv_reads_its_halo_and_pads_to_the_pe_array() -> None:
-    assert_valid(CONV, CONV_PLAN, 4.307936 + 3.02048 + 3.04096)  # 10.369376
+    assert_valid(CONV, CONV_PLAN, 4.307936)
 
 
 # ----------------------------------------------------------------------------- vector ops

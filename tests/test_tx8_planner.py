@@ -131,7 +131,7 @@ def test_the_joint_choice_at_a_group_boundary_beats_each_groups_own_best() -> No
                for n in ("mm1", "mm2")}
     each_best = build_plan(p, [Chosen(("mm1",), "aligned", singles["mm1"]),
                                Chosen(("act",), "compact", own["compact"]),
-                               Chosen(("mm2",), "aligned", singles["mm2"])], "own", "feasible", 0)
+                               Chosen(("mm2",), "aligned", singles["mm2"])], "own", "feasible")
     assert {(c.tensor, c.to) for c in each_best.tx8.conversions} == {
         ("x", "aligned"), ("h", "compact"), ("r", "aligned"), ("y", "compact")}
     joint = tx8.solve(parse_graph(graph), TX8, "cpsat", deadline=Deadline.after(10))
@@ -269,6 +269,19 @@ def test_the_family_refuses_tensix_options_with_a_tx8() -> None:
     FAMILY.admit(graph, LayoutOptions(solver="groupcost"))
     assert FAMILY.solvers_for({"device": "tx8"}, {}) == ("cpsat", "groupcost")
     assert FAMILY.solvers_for({}, {"device": "tx8"}) == ("cpsat", "groupcost")
+
+
+@pytest.mark.parametrize(("change", "where", "rule"), [
+    ({"spm_bytes": 10}, ("device", "spm_bytes"), "schema.greater_than_equal"),
+    ({"spm_bytes": 8192, "spm_alignment_bytes": 65536}, ("device",), "schema.value_error"),
+    ({"tiles": [4]}, ("device", "tiles"), "schema.too_short"),
+])
+def test_a_faulty_tx8_spec_in_the_graph_is_one_fault_naming_its_field(
+        change: dict, where: tuple, rule: str) -> None:
+    with pytest.raises(InputValidationError) as refused:
+        parse_graph({**one_matmul(64, 64, 64), "device": {**TX8.model_dump(), **change}})
+    (issue,) = refused.value.issues
+    assert (issue.loc, issue.rule) == (where, rule)
 
 
 def test_the_api_plans_for_a_tx8_and_checks_the_plan(tmp_path: Path) -> None:

@@ -29,7 +29,15 @@ from models.layout import (
     parse_plan,
 )
 from models.mesh import MESH_PRESETS, MeshSpec
-from models.tx8 import TX8_PRESETS, Tx8Spec
+from models.tx8 import (
+    PRESET_TAG,
+    SPEC_TAG,
+    TX8_PRESETS,
+    TX8_TAG,
+    DeviceField,
+    Tx8Spec,
+    device_kind,
+)
 from solver import layout, mesh, tx8
 from solver import progress as progress_sink
 from solver.deadline import Deadline
@@ -52,9 +60,7 @@ MAX_CONFIGS = 4096
 def _device_kind(value: Any) -> str:
     """Which form of ``device`` (or ``mesh``) a value is, so its faults are those of that
     form only."""
-    if isinstance(value, Tx8Spec) or isinstance(value, dict) and value.get("target") == "tx8":
-        return "tx8"
-    return "spec" if isinstance(value, dict | DeviceSpec | MeshSpec) else "preset"
+    return SPEC_TAG if isinstance(value, MeshSpec) else device_kind(value)
 
 
 def _known_mesh(value: str | MeshSpec | None) -> str | MeshSpec | None:
@@ -66,7 +72,7 @@ def _known_mesh(value: str | MeshSpec | None) -> str | MeshSpec | None:
 
 
 MeshOption = Annotated[
-    Annotated[Annotated[str, Tag("preset")] | Annotated[MeshSpec, Tag("spec")],
+    Annotated[Annotated[str, Tag(PRESET_TAG)] | Annotated[MeshSpec, Tag(SPEC_TAG)],
               Discriminator(_device_kind)] | None, AfterValidator(_known_mesh)]
 """A mesh preset's name or a mesh spec, in the solve and the evaluate options."""
 
@@ -79,10 +85,7 @@ def _known_device(value: str | DeviceSpec | Tx8Spec | None) -> str | DeviceSpec 
     return value
 
 
-DeviceOption = Annotated[
-    Annotated[Annotated[str, Tag("preset")] | Annotated[DeviceSpec, Tag("spec")]
-              | Annotated[Tx8Spec, Tag("tx8")], Discriminator(_device_kind)] | None,
-    AfterValidator(_known_device)]
+DeviceOption = Annotated[DeviceField | None, AfterValidator(_known_device)]
 """A device preset's name, a Tensix device spec or a TX8 spec (``"target": "tx8"``)."""
 
 
@@ -161,7 +164,7 @@ class LayoutFamily:
         device = options.get("device", doc.get("device"))
         if device is None:
             device = doc.get("device")
-        if _device_kind(device) == "tx8" or device in TX8_PRESETS:
+        if _device_kind(device) == TX8_TAG or device in TX8_PRESETS:
             return tuple(tx8.TX8_SOLVERS)
         on_mesh = options.get("mesh") is not None or doc.get("mesh") is not None
         return tuple(mesh.MESH_SOLVERS) if on_mesh else tuple(layout.SOLVERS)
@@ -231,7 +234,7 @@ class LayoutFamily:
                 "it with the mesh (or remove the graph's mesh)", "mesh.missing")], "layout plan")
         if isinstance(plan.device, Tx8Spec):
             raise InputValidationError([Issue(
-                ("plan", "tx8"), "the plan's device is a TX8 but it has no tx8 section",
+                ("tx8",), "the plan's device is a TX8 but it has no tx8 section",
                 "tx8.missing")], "layout plan")
         return _verdict(evaluate_mesh(problem, plan, resolve_mesh(problem, options.mesh))
                         if plan.mesh is not None
@@ -305,12 +308,12 @@ def _evaluate_tx8(problem: LayoutGraph, plan: LayoutPlan, chip: Tx8Spec | None) 
     one the plan names); a graph meant for a TX8 needs a TX8 plan."""
     if plan.tx8 is None:
         raise InputValidationError([Issue(
-            ("plan", "tx8"), "the graph (or the options) names a TX8 device; this plan is for "
+            ("tx8",), "the graph (or the options) names a TX8 device; this plan is for "
             "a Tensix chip: plan it for the TX8", "tx8.missing")], "layout plan")
     if chip is None:
         if not isinstance(plan.device, Tx8Spec):
             raise InputValidationError([Issue(
-                ("plan", "device"), "a plan with a tx8 section must name a TX8 device",
+                ("device",), "a plan with a tx8 section must name a TX8 device",
                 "tx8.device")], "layout plan")
         chip = plan.device
     return tx8.evaluate_tx8(problem, plan, chip)

@@ -26,10 +26,6 @@ WRAP_UP_S_PER_OP = 6e-4
 of it (Gemma-2-27B decode, 2,530 ops: 0.38 s and 0.55 s)."""
 
 
-def is_tx8(device: object) -> bool:
-    return isinstance(device, Tx8Spec) or (isinstance(device, str) and device in TX8_PRESETS)
-
-
 def resolve_tx8(graph: LayoutGraph, override: object) -> Tx8Spec | None:
     """The TX8 chip to plan for (the option's, else the graph's), or None for a Tensix."""
     chosen = override if override is not None else graph.device
@@ -59,13 +55,13 @@ def solve(graph: LayoutGraph, device: Tx8Spec, solver: str, *, deadline: Deadlin
         problem = build_problem(graph, device)
         ends = run.at - WRAP_UP_S_PER_OP * len(graph.ops)
         seeded = groupcost(problem)
-        plan = build_plan(problem, seeded, solver, "feasible", 0.0)
+        plan = build_plan(problem, seeded, solver, "feasible")
         if solver == "cpsat" and now() < ends:  # else no time left: the baseline's plan
             progress.report(plan.total_latency_us, None)
             priced = price(problem, now() + PRICING_SHARE * max(0.0, ends - now()), seeded)
             chosen, bound, proven = solve_groups(problem, priced, seeded, ends, seed, workers)
             found = None if chosen is None else build_plan(
-                problem, chosen, "cpsat", "optimal" if proven else "feasible", 0.0, bound)
+                problem, chosen, "cpsat", "optimal" if proven else "feasible", bound)
             if found is not None and found.total_latency_us <= plan.total_latency_us:
                 plan = found
             elif bound is not None:

@@ -4,6 +4,9 @@ MAX_GROUP_OPS ops."""
 
 from __future__ import annotations
 
+import math
+
+from solver.deadline import now
 from solver.tx8.problem import Tx8Problem
 
 MAX_GROUP_OPS = 6
@@ -13,6 +16,9 @@ MAX_PER_OP = 256
 """Candidates grown from one op at most, so wide fan-outs cannot flood the model."""
 MAX_EXPLORED = 4096
 """Sets (legal or not) grown from one op at most, for the same reason."""
+CLOCK_EVERY = 16
+"""Ops grown from between two readings of the clock (a deterministic solve's clock
+advances per reading)."""
 
 
 def group_faults(p: Tx8Problem, names: list[str]) -> list[str]:
@@ -58,51 +64,51 @@ def _convex(p: Tx8Problem, names: list[str]) -> bool:
     return True
 
 
-def _neighbours(p: Tx8Problem, name: str) -> set[str]:
-    op = p.ops[p.index[name]]
-    near = {p.ops[p.producer[o.tensor]].name for o in op.operands if o.tensor in p.producer}
-    near |= p.readers.get(op.output, set())
-    return near
-
-
 def _connected(p: Tx8Problem, names: list[str]) -> bool:
     members, seen, todo = set(names), {names[0]}, [names[0]]
     while todo:
-        for n in _neighbours(p, todo.pop()) & members:
+        for n in set(p.neighbours(todo.pop())) & members:
             if n not in seen:
                 seen.add(n)
                 todo.append(n)
     return seen == members
 
 
-def candidate_groups(p: Tx8Problem) -> list[tuple[str, ...]]:
-    """Every single op, then every legal multi-op group, each in run order."""
+def candidate_groups(p: Tx8Problem, deadline: float = math.inf
+                     ) -> tuple[list[tuple[str, ...]], bool]:
+    """Every single op, then legal multi-op groups, each in run order, grown from each op
+    in run order (at most MAX_PER_OP from one op, MAX_EXPLORED sets looked at) until the
+    deadline (a ``now()`` value); and whether the deadline cut the growth short."""
     found: list[tuple[str, ...]] = [(op.name,) for op in p.ops]
     seen: set[frozenset[str]] = set()
-    for start in p.ops:
+    for i, start in enumerate(p.ops):
         if start.kind == "ddr":
             continue
+        if i % CLOCK_EVERY == 0 and now() > deadline:
+            return found, True
         grown = explored = 0
-        frontier = [frozenset({start.name})]
+        frontier = [(start.name,)]
         while frontier and grown < MAX_PER_OP and explored < MAX_EXPLORED:
-            nxt = []
+            nxt: list[tuple[str, ...]] = []
             for members in frontier:
-                for m in members:
-                    for n in _neighbours(p, m) - members:
-                        op = p.ops[p.index[n]]
-                        if (op.kind == "ddr" or op.out_shape != start.out_shape
-                                or p.index[n] < p.index[start.name]):
-                            continue
-                        bigger = members | {n}
-                        if bigger in seen:
-                            continue
-                        seen.add(bigger)
-                        explored += 1
-                        ordered = sorted(bigger, key=p.index.__getitem__)
-                        if not group_faults(p, ordered):
-                            found.append(tuple(ordered))
-                            grown += 1
-                        if len(bigger) < MAX_GROUP_OPS:
-                            nxt.append(bigger)
+                for n in dict.fromkeys(x for m in members for x in p.neighbours(m)):
+                    op = p.ops[p.index[n]]
+                    if (n in members or op.kind == "ddr" or op.out_shape != start.out_shape
+                            or p.index[n] < i):
+                        continue
+                    bigger = tuple(sorted((*members, n), key=p.index.__getitem__))
+                    if frozenset(bigger) in seen:
+                        continue
+                    seen.add(frozenset(bigger))
+                    explored += 1
+                    if not group_faults(p, list(bigger)):
+                        found.append(bigger)
+                        grown += 1
+                    if len(bigger) < MAX_GROUP_OPS:
+                        nxt.append(bigger)
+                    if grown >= MAX_PER_OP or explored >= MAX_EXPLORED:
+                        break
+                if grown >= MAX_PER_OP or explored >= MAX_EXPLORED:
+                    break
             frontier = nxt
-    return found
+    return found, False

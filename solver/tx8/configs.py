@@ -98,22 +98,26 @@ def _split_dims(free: list[int]) -> list[tuple[int, ...]]:
     return [dims for r in range(MAX_SPLIT_DIMS + 1) for dims in itertools.combinations(free, r)]
 
 
-def seed_split_sequence(group: GroupShape, sharding: tuple[int, ...], reduce_sharding: int
-                        ) -> list[tuple[tuple[int, ...], int]]:
+def seed_split_sequence(group: GroupShape, sharding: tuple[int, ...], reduce_sharding: int,
+                        pe: tuple[int, int, int]) -> list[tuple[tuple[int, ...], int]]:
     """DS_TileSplitPass's order: the reduce dim first, then the output dims from the last,
-    each split doubled while it stays within its dim, from no split on."""
+    each split doubled, from no split on, while its slice stays at least its minimum
+    (``sliceShapeMin``; not given by the seed, taken as one PE block: ``pe[1]`` along the
+    reduce dim, ``pe[2]`` along an NE group's last dim, else one element)."""
     rank = len(group.out_shape)
     per_tile = ceil_div(np.array(group.out_shape), np.array(sharding))
     p, rp = [1] * rank, 1
     seq = [(tuple(p), rp)]
     if group.has_ne:
-        while rp * 2 * reduce_sharding <= group.min_k:
+        k = -(-group.min_k // reduce_sharding)
+        while rp * 2 * reduce_sharding <= group.min_k and -(-k // (rp * 2)) >= pe[1]:
             rp *= 2
             seq.append((tuple(p), rp))
     for i in reversed(range(rank)):
+        least = pe[2] if group.has_ne and i == rank - 1 else 1
         if i in group.normalized:
             continue
-        while p[i] * 2 <= per_tile[i]:
+        while p[i] * 2 <= per_tile[i] and -(-int(per_tile[i]) // (p[i] * 2)) >= least:
             p[i] *= 2
             seq.append((tuple(p), rp))
     return seq

@@ -19,16 +19,13 @@ from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.tx8.candidates import candidate_groups
 from solver.tx8.configs import Choice, cheapest, cpsat_space
 from solver.tx8.groupcost import no_fit
-from solver.tx8.plan import Chosen
+from solver.tx8.plan import Chosen, group_graph
 from solver.tx8.problem import Tx8Problem
 
 PORTFOLIO = ("reduced_costs", "default_lp", "pseudo_costs", "max_lp", "core", "quick_restart",
              "no_lp", "probing")
 """CP-SAT's full subsolvers, the one this model gains most from first (the rest join when
 there are more workers)."""
-CLOCK_EVERY = 16
-"""Candidates priced between two readings of the clock (a deterministic solve's clock
-advances per reading)."""
 SCALE = 1000
 """Model units per microsecond (nanoseconds); costs are rounded down so the model's bound
 stays below every plan's true latency."""
@@ -47,34 +44,37 @@ class Priced:
 def price(p: Tx8Problem, deadline: float, seeded: list[Chosen]) -> Priced:
     """Every candidate's cheapest configuration per layout (templates shared), until the
     deadline; past it only DDR ops and the baseline's own groups (at its configuration)
-    are kept, so the model still holds the baseline's plan."""
+    are kept, so the model still holds the baseline's plan, and no bound is claimed."""
     cache: dict[tuple, Choice | None] = {}
-    groups, options = [], []
     known = {(c.ops, c.layout): c for c in seeded}
-    late = False
-    for i, names in enumerate(candidate_groups(p)):
-        late = late or (i % CLOCK_EVERY == 0 and now() > deadline)
+    groups, options = [], []
+    candidates, late = candidate_groups(p, deadline)
+    for names in dict.fromkeys([*candidates, *(c.ops for c in seeded)]):
         first = p.ops[p.index[names[0]]]
         if first.kind == "ddr":
             groups.append(names)
             options.append({"compact": (p.ddr_latency_us(first), None)})
             continue
-        shape = p.shape_of(list(names))
         priced: dict[str, tuple[float, Choice | None]] = {}
-        for layout in p.layouts(list(names)):
-            key = (shape.signature(), layout)
-            if key not in cache and not late:
-                cache[key] = cheapest(shape, layout, p.device,
-                                      cpsat_space(shape, p.device.tile_count))
-            found = cache.get(key)
-            seed = known.get((names, layout))
-            if seed is not None and seed.choice is not None and (
-                    found is None or seed.choice.latency_us < found.latency_us):
-                found = seed.choice
-            if found is not None:
-                priced[layout] = (found.latency_us, found)
-        if len(names) == 1 and not priced and not late:
-            raise no_fit(p, names)
+        if late:
+            priced = {c.layout: (c.choice.latency_us, c.choice) for c in seeded
+                      if c.ops == names and c.choice is not None}
+        else:
+            shape = p.shape_of(list(names))
+            for layout in p.layouts(list(names)):
+                key = (shape.signature(), layout)
+                if key not in cache:
+                    cache[key] = cheapest(shape, layout, p.device,
+                                          cpsat_space(shape, p.device.tile_count))
+                    late = now() > deadline  # a fresh pricing can take a while
+                found, seed = cache[key], known.get((names, layout))
+                if seed is not None and seed.choice is not None and (
+                        found is None or seed.choice.latency_us < found.latency_us):
+                    found = seed.choice
+                if found is not None:
+                    priced[layout] = (found.latency_us, found)
+            if len(names) == 1 and not priced:
+                raise no_fit(p, names)
         if priced:
             groups.append(names)
             options.append(priced)
@@ -141,13 +141,7 @@ def _parameters(parameters: sat_parameters_pb2.SatParameters, workers: int, seed
 
 def _cycle(p: Tx8Problem, priced: Priced, picked: list[int]) -> list[int]:
     """Chosen groups on a dependency cycle (empty when they can run in some order)."""
-    owner = {n: g for g in picked for n in priced.groups[g]}
-    dag = nx.DiGraph()
-    for t, i in p.producer.items():
-        for reader in p.readers.get(t, ()):
-            a, b = owner[p.ops[i].name], owner[reader]
-            if a != b:
-                dag.add_edge(a, b)
+    dag = group_graph(p, {n: g for g in picked for n in priced.groups[g]})
     try:
         return sorted({g for edge in nx.find_cycle(dag) for g in edge})
     except nx.NetworkXNoCycle:
@@ -170,7 +164,8 @@ def _conversions(p: Tx8Problem, aligned: dict, together: dict, m: cp_model.CpMod
     """A conversion per (tensor, layout) some reader in another group needs, or the host."""
     terms = []
     for t in p.tensors.values():
-        if t.kind == "constant" or t.name not in p.readers and t.name not in p.outputs:
+        if (t.kind == "constant" or t.name not in p.readers and t.name not in p.outputs
+                or p.same_in_both_layouts(t.name)):
             continue
         producer = p.ops[p.producer[t.name]].name if t.name in p.producer else None
         stored = aligned[producer] if producer else 0

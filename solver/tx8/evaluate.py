@@ -93,14 +93,18 @@ def pad(x: int, m: int) -> int:
 
 
 def aligned(c: int, channel_alignment: int) -> int:
-    """The seed's Cx width of a last dim: padded to the alignment when wider than half of it,
-    else to the smallest power of two that is at least 4 and at least ``c``."""
-    if 2 * c > channel_alignment:
-        return pad(c, channel_alignment)
+    """The seed's Cx width of a last dim: whole blocks of the alignment, then the rest
+    padded to the smallest power of two from 4 that holds it (a whole block if the rest is
+    over half of one); a width of at most half a block is padded the same way."""
+    blocks, rest = divmod(c, channel_alignment) if 2 * c > channel_alignment else (0, c)
+    if rest == 0:
+        return blocks * channel_alignment
+    if 2 * rest > channel_alignment:
+        return (blocks + 1) * channel_alignment
     width = 4
-    while width < c:
+    while width < rest:
         width *= 2
-    return width
+    return blocks * channel_alignment + width
 
 
 def nbytes(elements: int, dtype: str) -> int:
@@ -636,10 +640,12 @@ def _spm_cost(c: _Check, grp: Tx8Group, sl: _Slicing) -> _Cost:
                 buffers[(t, "intermediate", size, 1, i, _last_reader(c.g, t, grp.ops, i))] += 1
         if c.g.ops[op].type in NE_TYPES and (sl.rs > 1 or sl.rp > 1):
             buffers[(c.g.ops[op].outputs[0], "psum", _psum_bytes(c, sl), 1, i, i)] += 1
-        compute += _op_compute_us(c, op, sl)
-        if c.g.ops[op].type in NE_TYPES and sl.rs > 1:
+        # vector ops and the reduce-scatter run once per output slice: 1/rp per slice
+        ne = c.g.ops[op].type in NE_TYPES
+        compute += _op_compute_us(c, op, sl) / (1 if ne else sl.rp)
+        if ne and sl.rs > 1:
             reduce += (sl.rs - 1) * (4 * math.prod(sl.extents()) / sl.rs / d.noc_bytes_per_us
-                                     + d.noc_hop_us)
+                                     + d.noc_hop_us) / sl.rp
     if grp.double_buffer:
         latency = (d.group_launch_us + prologue + load + compute + reduce + store
                    + (sl.slices - 1) * max(compute + reduce, load + store))
@@ -833,7 +839,11 @@ def _needed_conversions(c: _Check, groups: Sequence[Tx8Group], owner: dict[str, 
     """(tensor, from, to) -> consumers: every reader group of the other layout, and the host
     for a graph output stored aligned."""
     needed: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    align = c.device.channel_alignment
     for t, stored in layouts.items():
+        width = c.g.shape(t)[-1]
+        if width <= align and aligned(width, align) == width:
+            continue  # one Cx block already aligned: both layouts lie the same way
         home = owner.get(c.g.producer.get(t, ""))
         for op in c.g.readers.get(t, ()):
             if op in owner and owner[op] != home and groups[owner[op]].layout != stored:

@@ -14,7 +14,7 @@ import numpy as np
 from models.errors import InputValidationError, Issue
 from models.layout_ops import BINARY_TYPES, UNARY_TYPES
 from solver.tx8.candidates import group_faults
-from solver.tx8.configs import Choice, seed_split_sequence, shardings
+from solver.tx8.configs import Choice, cheapest, cpsat_space, seed_split_sequence, shardings
 from solver.tx8.cost import Configs, costs
 from solver.tx8.group import GroupShape
 from solver.tx8.plan import Chosen
@@ -33,10 +33,7 @@ def seed_layouts(p: Tx8Problem) -> dict[str, str]:
     for name in todo:
         layout[name] = "aligned"
     while todo:
-        op = p.ops[p.index[todo.pop()]]
-        near = {p.ops[p.producer[o.tensor]].name for o in op.operands if o.tensor in p.producer}
-        near |= p.readers.get(op.output, set())
-        for n in near:
+        for n in p.neighbours(todo.pop()):
             other = p.ops[p.index[n]]
             if other.kind == "vector" and layout[n] == "compact":
                 layout[n] = "aligned"
@@ -56,7 +53,7 @@ def seed_groups(p: Tx8Problem, layout: dict[str, str]) -> list[tuple[str, ...]]:
         if op.kind == "ne":
             current = op
             while len(chain) <= PATTERN_TAIL and current.output not in p.outputs:
-                readers = p.readers.get(current.output, set())
+                readers = p.readers.get(current.output, [])
                 if len(readers) != 1:
                     break
                 (nxt,) = readers
@@ -76,10 +73,12 @@ def seed_choice(shape: GroupShape, layout: str, p: Tx8Problem) -> Choice | None:
     """GroupCostPass: per sharding (by level) the first split of DS_TileSplitPass's order
     that fits, double-buffered unless nothing fits so; the cheapest estimate."""
     device = p.device
+    pe = (device.pe_array[0], device.pe_array[1], device.pe_array[2])
     for double in (True, False):
         rows = []
         for s, rs in _by_level(shape, device.tile_count):
-            rows.append([(s, rs, split, rp) for split, rp in seed_split_sequence(shape, s, rs)])
+            rows.append([(s, rs, split, rp)
+                         for split, rp in seed_split_sequence(shape, s, rs, pe)])
         flat = [r for seq in rows for r in seq]
         space = Configs(np.array([r[0] for r in flat], dtype=np.int64),
                         np.array([r[1] for r in flat], dtype=np.int64),
@@ -111,22 +110,36 @@ def _by_level(shape: GroupShape, tiles: int) -> list[tuple[tuple[int, ...], int]
 
 
 def groupcost(p: Tx8Problem) -> list[Chosen]:
+    """The seed compiler's plan: its layouts, its groups, each group's GroupCostPass choice.
+    A pattern group that fits no configuration falls back to one group per op, as
+    GroupOptimizationPass makes them; a single op whose split search (stopped at one PE
+    block) finds nothing that fits takes the cheapest fitting configuration of cpsat's
+    space, where the seed's compiler would fail."""
     layout = seed_layouts(p)
     templates: dict[tuple, Choice | None] = {}
-    chosen = []
-    for names in seed_groups(p, layout):
-        first = p.ops[p.index[names[0]]]
-        if first.kind == "ddr":
-            chosen.append(Chosen(names, "compact", None))
-            continue
+
+    def priced(names: tuple[str, ...]) -> Choice | None:
         shape = p.shape_of(list(names))
         key = (shape.signature(), layout[names[0]])
         if key not in templates:
             templates[key] = seed_choice(shape, layout[names[0]], p)
-        choice = templates[key]
-        if choice is None:
-            raise no_fit(p, names)
-        chosen.append(Chosen(names, layout[names[0]], choice))
+            if templates[key] is None and len(names) == 1:  # the seed would not compile it
+                templates[key] = cheapest(shape, layout[names[0]], p.device,
+                                          cpsat_space(shape, p.device.tile_count))
+        return templates[key]
+
+    chosen = []
+    for names in seed_groups(p, layout):
+        if p.ops[p.index[names[0]]].kind == "ddr":
+            chosen.append(Chosen(names, "compact", None))
+            continue
+        choice = priced(names)
+        parts = [(names, choice)] if choice is not None or len(names) == 1 else \
+            [((n,), priced((n,))) for n in names]
+        for part, found in parts:
+            if found is None:
+                raise no_fit(p, part)
+            chosen.append(Chosen(part, layout[part[0]], found))
     return chosen
 
 

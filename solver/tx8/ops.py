@@ -72,6 +72,8 @@ class Op:
     macs: Callable[[Extents, np.ndarray, tuple[int, int, int]], np.ndarray] | None = None
     """padded MACs of one slice: (extents, reduce extents, the PE array's [M, K, N])."""
     vector_elements: Callable[[Extents], np.ndarray] | None = None
+    window: int = 1
+    """elements a pooling op reads per output element (its kernel), else 1."""
     head: bool = False
     """reads its operands only from DDR (NE ops, reductions, pooling)."""
     key: tuple = ()
@@ -87,11 +89,15 @@ def pad(x: np.ndarray, m: int) -> np.ndarray:
 
 
 def aligned_extent(x: np.ndarray, alignment: int) -> np.ndarray:
-    """The seed's Cx padding of a last dim: whole blocks above half the alignment, else the
-    next power of two from 4."""
+    """The seed's Cx width of a last dim: whole blocks of the alignment, then the rest padded
+    to the next power of two from 4 (a whole block when over half of one); a width of at
+    most half a block is padded the same way."""
     x = np.asarray(x)
-    small = np.maximum(4, 2 ** np.ceil(np.log2(np.maximum(x, 1))).astype(np.int64))
-    return np.where(x > alignment // 2, pad(x, alignment), small)
+    blocks = np.where(2 * x > alignment, x // alignment, 0)
+    rest = x - blocks * alignment
+    small = np.maximum(4, 2 ** np.ceil(np.log2(np.maximum(rest, 1))).astype(np.int64))
+    tail = np.where(rest == 0, 0, np.where(2 * rest > alignment, alignment, small))
+    return blocks * alignment + tail
 
 
 def build_ops(graph: LayoutGraph) -> tuple[dict[str, Tensor], list[Op]]:
@@ -156,6 +162,7 @@ def _elementwise(op: Op, inputs: list[str], attrs: dict, tensors: dict[str, Tens
 
 
 def _matmul(op: Op, inputs: list[str], attrs: dict, tensors: dict[str, Tensor]) -> None:
+    """A (batched) matmul or linear: A ``[..., M, K]`` x B, reduce dim K, bias along N."""
     a, b = tensors[inputs[0]].shape, tensors[inputs[1]].shape
     transpose_b = bool(attrs.get("transpose_b", False))
     op.reduce_k = a[-1]
@@ -182,6 +189,8 @@ def _matmul(op: Op, inputs: list[str], attrs: dict, tensors: dict[str, Tensor]) 
 
 
 def _conv(op: Op, inputs: list[str], attrs: dict, tensors: dict[str, Tensor]) -> None:
+    """An NHWC conv: the input window a slice of output rows and columns needs, its input
+    channels (the reduce dim, unless grouped) and the weight's output channels."""
     _, h, w, c = tensors[inputs[0]].shape
     cout, cin_g, kh, kw = tensors[inputs[1]].shape
     stride, padding = attrs.get("stride", [1, 1]), attrs.get("padding", [0, 0])
@@ -240,7 +249,8 @@ def _pool(op: Op, source: str, attrs: dict, tensors: dict[str, Tensor]) -> None:
         return [e[:, 0], np.minimum(h + 2 * padding[0], (e[:, 1] - 1) * stride[0] + kh),
                 np.minimum(w + 2 * padding[1], (e[:, 2] - 1) * stride[1] + kw), e[:, 3]]
     op.operands = [Operand(source, ext)]
-    op.vector_elements = lambda e: np.prod(e, axis=1) * kh * kw
+    op.vector_elements = lambda e: np.prod(e, axis=1)
+    op.window = kh * kw
 
 
 def tensor_bytes(t: Tensor, layout: str, alignment: int) -> int:

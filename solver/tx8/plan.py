@@ -25,16 +25,21 @@ class Chosen:
     choice: Choice | None
 
 
-def ordered(p: Tx8Problem, groups: list[Chosen]) -> list[Chosen]:
-    """Groups in an order that respects every dependency (earliest first op first)."""
-    owner = {n: g for g, chosen in enumerate(groups) for n in chosen.ops}
+def group_graph(p: Tx8Problem, owner: dict[str, int]) -> nx.DiGraph:
+    """Which group feeds which, the groups given by the group of each op."""
     dag = nx.DiGraph()
-    dag.add_nodes_from(range(len(groups)))
+    dag.add_nodes_from(set(owner.values()))
     for t, i in p.producer.items():
         for reader in p.readers.get(t, ()):
             a, b = owner[p.ops[i].name], owner[reader]
             if a != b:
                 dag.add_edge(a, b)
+    return dag
+
+
+def ordered(p: Tx8Problem, groups: list[Chosen]) -> list[Chosen]:
+    """Groups in an order that respects every dependency (earliest first op first)."""
+    dag = group_graph(p, {n: g for g, chosen in enumerate(groups) for n in chosen.ops})
     first = [min(p.index[n] for n in g.ops) for g in groups]
     return [groups[g] for g in nx.lexicographical_topological_sort(dag, key=first.__getitem__)]
 
@@ -51,6 +56,8 @@ def conversions(p: Tx8Problem, groups: list[Chosen], names: list[str]
                 layout_of[t] = chosen.layout
     needed: dict[tuple[str, str], list[str]] = {}
     for t, stored in layout_of.items():
+        if p.same_in_both_layouts(t):
+            continue
         made_by = owner.get(p.ops[p.producer[t]].name) if t in p.producer else None
         for g in sorted({owner[r] for r in p.readers.get(t, ())} - {made_by}):
             if groups[g].layout != stored:
@@ -66,6 +73,8 @@ def conversions(p: Tx8Problem, groups: list[Chosen], names: list[str]
 
 
 def group_entry(p: Tx8Problem, name: str, chosen: Chosen, template: str | None) -> Tx8Group:
+    """One group of the plan: a DDR op's traffic, or an SPM group's configuration, buffers
+    at their SPM offsets, traffic and times (recomputed for its own tensors)."""
     if chosen.choice is None:
         (op_name,) = chosen.ops
         op = p.ops[p.index[op_name]]
@@ -102,8 +111,10 @@ def group_entry(p: Tx8Problem, name: str, chosen: Chosen, template: str | None) 
 
 
 def build_plan(p: Tx8Problem, groups: list[Chosen], solver: str, status: str,
-               wall_time_s: float, bound: float | None = None, deterministic: bool = False
-               ) -> LayoutPlan:
+               bound: float | None = None) -> LayoutPlan:
+    """The plan of these groups: run order, layouts and conversions, each group's entry
+    (identical groups name the first as their template), totals; the wall time is set by
+    the solve."""
     groups = ordered(p, groups)
     names = [f"g{i}" for i in range(len(groups))]
     layouts, converts = conversions(p, groups, names)
@@ -124,5 +135,5 @@ def build_plan(p: Tx8Problem, groups: list[Chosen], solver: str, status: str,
         status=status, solver=solver, graph=p.graph.name, device=p.device,  # type: ignore[arg-type]
         schedule=[n for g in groups for n in g.ops], tensors={}, ops={}, l1_timeline=[],
         l1_capacity_bytes_per_core=p.device.spm_bytes, total_latency_us=total,
-        stats=PlanStats(wall_time_s=wall_time_s, deterministic=deterministic, objective=total,
+        stats=PlanStats(wall_time_s=None, objective=total,
                         best_bound=bound, gap=gap), tx8=section)

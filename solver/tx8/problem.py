@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 
 from models.errors import InputValidationError, Issue
 from models.layout import LayoutGraph, OpDecl
 from models.tx8 import Tx8Spec
 from solver.tx8.group import GroupShape, group_shape
-from solver.tx8.ops import Op, Tensor, build_ops, tensor_bytes
+from solver.tx8.ops import Op, Tensor, aligned_extent, build_ops, tensor_bytes
 
 HOST = "host"
 """The consumer of a conversion that gives the host a graph output in compact layout."""
@@ -26,7 +27,9 @@ class Tx8Problem:
     ops: list[Op]
     index: dict[str, int]
     producer: dict[str, int]
-    readers: dict[str, set[str]]
+    readers: dict[str, list[str]]
+    """per tensor, the ops that read it, in run order (a fixed order keeps solves
+    repeatable)."""
     outputs: set[str]
     decls: dict[str, OpDecl]
     descendants: list[int] = field(default_factory=list)
@@ -35,6 +38,14 @@ class Tx8Problem:
     def shape_of(self, names: list[str]) -> GroupShape:
         ops = sorted((self.ops[self.index[n]] for n in names), key=lambda op: self.index[op.name])
         return group_shape(ops, self.tensors, self.readers, self.outputs)
+
+    def neighbours(self, name: str) -> list[str]:
+        """The ops that produce what ``name`` reads or read what it produces, in run order."""
+        op = self.ops[self.index[name]]
+        near = {self.ops[self.producer[o.tensor]].name for o in op.operands
+                if o.tensor in self.producer}
+        near.update(r for out in self.decls[name].outputs for r in self.readers.get(out, ()))
+        return sorted(near, key=self.index.__getitem__)
 
     def layouts(self, names: list[str]) -> tuple[str, ...]:
         """The DDR layouts a group may use: NE ops need aligned, DDR ops compact."""
@@ -69,6 +80,12 @@ class Tx8Problem:
     def ddr_latency_us(self, op: Op) -> float:
         return self.ddr_traffic(op)[2]
 
+    def same_in_both_layouts(self, tensor: str) -> bool:
+        """A last dim of at most one Cx block that is already aligned lies the same way in
+        both layouts: such a tensor never needs a conversion."""
+        width, align = self.tensors[tensor].shape[-1], self.device.channel_alignment
+        return width <= align and int(aligned_extent(np.array([width]), align)[0]) == width
+
     def conversion(self, tensor: str, to: str) -> tuple[int, float]:
         """Bytes moved and latency of converting a tensor to the other layout."""
         t, d = self.tensors[tensor], self.device
@@ -78,6 +95,8 @@ class Tx8Problem:
 
 
 def build_problem(graph: LayoutGraph, device: Tx8Spec) -> Tx8Problem:
+    """The graph's ops in a run order (the given one where it is topological), readers,
+    reachability; refuses a graph whose tensors exceed the chip's DDR."""
     tensors, ops = build_ops(graph)
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(ops)))
@@ -85,15 +104,16 @@ def build_problem(graph: LayoutGraph, device: Tx8Spec) -> Tx8Problem:
     for i, decl in enumerate(graph.ops):
         for t in decl.outputs:
             producer[t] = i
-    readers: dict[str, set[str]] = {}
+    reading: dict[str, set[str]] = {}
     for i, decl in enumerate(graph.ops):
         for t in decl.inputs:
-            readers.setdefault(t, set()).add(decl.name)
+            reading.setdefault(t, set()).add(decl.name)
             if t in producer:
                 dag.add_edge(producer[t], i)
     order = list(nx.lexicographical_topological_sort(dag))
     ops = [ops[i] for i in order]
     index = {op.name: i for i, op in enumerate(ops)}
+    readers = {t: sorted(names, key=index.__getitem__) for t, names in reading.items()}
     producer = {t: index[graph.ops[i].name] for t, i in producer.items()}
     problem = Tx8Problem(graph, device, tensors, ops, index, producer, readers,
                          set(graph.outputs), {d.name: d for d in graph.ops})
