@@ -94,8 +94,7 @@ def residual_dag(rng: random.Random, g: Graph) -> str:
                                 rng.choice(live[-4:])))
     read = {t for op in g.ops for t in op["inputs"]}
     ends = [t for t in live[1:] if t not in read]
-    return ends[-1] if len(ends) == 1 else g.op("add", "out", [ends[-1], live[-1]],
-                                                [rows, width]) if ends else live[-1]
+    return g.binary("add", "out", ends[-2], ends[-1]) if len(ends) > 1 else live[-1]
 
 
 FAMILIES = (transformer, convs, mlp_chain, residual_dag)

@@ -78,15 +78,16 @@ def issues_from_pydantic(exc: ValidationError, prefix: Loc = ()) -> list[Issue]:
     ]
 
 
-UNION_TAG = "is:"
-"""Prefix of a discriminated union's tags (``is:spec``): pydantic puts the tag in an error's
-location, which names no field of the document."""
+PRESET_TAG, SPEC_TAG, TX8_TAG = "is:preset", "is:spec", "is:tx8"
+"""The tags of the discriminated unions of devices and meshes (a preset's name, a spec, a
+TX8 spec): pydantic puts the tag in an error's location, which names no field."""
+UNION_TAGS = frozenset({PRESET_TAG, SPEC_TAG, TX8_TAG})
 
 
 def _wrapper(part: str | int) -> bool:
     """A location part pydantic adds for a validator around a model or for the member of a
     discriminated union, not a field."""
-    return isinstance(part, str) and (part.startswith("function-") or part.startswith(UNION_TAG))
+    return isinstance(part, str) and (part.startswith("function-") or part in UNION_TAGS)
 
 
 def _pydantic_message(err: dict) -> str:

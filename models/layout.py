@@ -20,7 +20,7 @@ from models.device import DeviceSpec
 from models.errors import InputValidationError, Issue, issues_from_pydantic, raise_if_any
 from models.layout_ops import OP_TYPES
 from models.layout_rules import graph_issues
-from models.mesh import MeshSection, MeshSpec, PlacementText
+from models.mesh import MeshField, MeshSection, PlacementText
 from models.timing import Deterministic, WallTime
 from models.tx8 import DeviceField, Tx8Section, Tx8Spec
 
@@ -121,7 +121,7 @@ class LayoutGraph(_Strict):
     ops: list[OpDecl] = Field(min_length=1)
     outputs: list[Name] = Field(min_length=1, description="graph outputs (activations)")
     measured: MeasuredCosts = Field(default_factory=MeasuredCosts)
-    mesh: Name | MeshSpec | None = Field(
+    mesh: MeshField | None = Field(
         default=None, description="plan over a mesh of chips: a mesh preset (n300, t3000, "
         "galaxy, p150x4) or a full mesh spec; the CLI/API may override; null: one chip")
     mesh_inputs: dict[str, list[PlacementText]] = Field(

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from models.errors import PRESET_TAG, SPEC_TAG
 
 Topology = Literal["linear", "ring"]
 PLACEMENT_PATTERN = r"R|P|S[0-7]"
@@ -140,3 +142,14 @@ class MeshSection(_Strict):
     collective_latency_us: float
     chip_latency_us: float = Field(description="the per-chip plan's latency (ops, copies)")
     memory: ChipMemory
+
+
+def mesh_kind(value: object) -> str:
+    """A mesh preset's name or a mesh spec: the tag of its member of the union."""
+    return PRESET_TAG if isinstance(value, str) else SPEC_TAG
+
+
+MeshField = Annotated[
+    Annotated[Annotated[str, Field(min_length=1)], Tag(PRESET_TAG)]
+    | Annotated[MeshSpec, Tag(SPEC_TAG)], Discriminator(mesh_kind)]
+"""A mesh: a preset's name or a full mesh spec."""

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from models.device import DeviceSpec
-from models.errors import UNION_TAG
+from models.errors import PRESET_TAG, SPEC_TAG, TX8_TAG
 
 DdrLayout = Literal["compact", "aligned"]
 """How a tensor lies in DDR: ``compact`` (the seed's Tensor/NTensor, dense) or ``aligned``
@@ -27,9 +27,6 @@ Micros = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
-
-
-PRESET_TAG, SPEC_TAG, TX8_TAG = (f"{UNION_TAG}{form}" for form in ("preset", "spec", "tx8"))
 
 
 def device_kind(value: object) -> str:
@@ -60,9 +57,10 @@ class Tx8Spec(_Strict):
         description="scratchpad (SPM) bytes per tile")
     spm_alignment_bytes: Annotated[int, Field(ge=1, le=65536)] = Field(
         description="every SPM buffer starts at a multiple of this")
-    channel_alignment: Annotated[int, Field(ge=1, le=1024)] = Field(
-        description="elements the last dim of an aligned (Cx) tensor is padded to when it "
-        "is wider than half of it")
+    channel_alignment: Annotated[int, Field(ge=8, le=1024)] = Field(
+        description="channels of one Cx block: an aligned tensor's last dim lies as whole "
+        "blocks and a rest padded to the next power of two from 4 (a whole block when over "
+        "half of one)")
     ddr_gbps: Rate = Field(description="DDR bandwidth of the chip, GB/s, shared by all tiles")
     ddr_bytes: Annotated[int, Field(ge=1, le=2**50)] = Field(description="DDR capacity")
     noc_link_gbps: Rate = Field(description="one NoC link's bandwidth between neighbouring "

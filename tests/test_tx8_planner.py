@@ -18,14 +18,16 @@ from app.main import create_app
 from app.settings import Settings
 from models.errors import InputValidationError
 from models.layout import parse_graph
-from models.tx8 import TX8_PRESETS
+from models.tx8 import TX8_PRESETS, Tx8Spec
 from solver import tx8
-from solver.deadline import Deadline
+from solver.deadline import Deadline, now
 from solver.layout.family import FAMILY, LayoutOptions
-from solver.tx8.configs import cheapest, cpsat_space
+from solver.tx8.configs import cheapest, cpsat_space, seed_split_sequence
 from solver.tx8.cost import costs, single
+from solver.tx8.cpsat import price, solve_groups
 from solver.tx8.evaluate import evaluate_tx8
-from solver.tx8.groupcost import seed_groups, seed_layouts
+from solver.tx8.groupcost import groupcost, seed_choice, seed_groups, seed_layouts
+from solver.tx8.ops import aligned_extent
 from solver.tx8.plan import Chosen, build_plan
 from solver.tx8.problem import build_problem
 from tests.layout_fixtures import SMALL_EXAMPLE, op, tensor
@@ -141,7 +143,103 @@ def test_the_joint_choice_at_a_group_boundary_beats_each_groups_own_best() -> No
     assert evaluate_tx8(parse_graph(graph), each_best, TX8).valid
 
 
+def test_the_cx_width_is_whole_blocks_and_a_padded_rest() -> None:
+    """The seed's Cx: 64-channel blocks, the rest padded to 4, 8, 16, 32 or a whole block;
+    widths of one aligned block lie the same in both layouts."""
+    widths = np.array([3, 16, 33, 64, 65, 80, 100, 300, 768, 1000])
+    assert aligned_extent(widths, 64).tolist() == [4, 16, 64, 64, 68, 80, 128, 320, 768, 1024]
+    graph = graph_of([tensor(f"x{w}", [2, int(w)], "input") for w in widths],
+                     [op("r", "relu", ["x3"], ["y"])], ["y"])
+    graph["tensors"].append(tensor("y", [2, 3]))
+    p = build_problem(parse_graph(graph), TX8)
+    assert [p.same_in_both_layouts(f"x{w}") for w in widths] == [
+        False, True, False, True, False, False, False, False, False, False]
+
+
+def test_a_pooling_window_and_a_reduce_split_price_as_worked_by_hand() -> None:
+    """max_pool2d 3x3 (stride 1, padding 1) on [1, 8, 8, 16], one tile: input slice
+    [1, 10, 10, 16] 3,200 B, output 2,048 B; compute 1,024 x 9 / 64,000 = 0.144; load
+    0.5 + 3,200 / 2e5 = 0.516, store 0.5 + 2,048 / 2e5 = 0.51024: 3.17024.
+    matmul [64, 256] x [256, 512] then gelu, 4x4 tiles, K in 2 slices: A [16, 128] 4,096 B,
+    B [128, 128] 32,768 B, stores 4,096 B once per output slice; compute per slice the
+    matmul 2 x 16 x 128 x 128 / 8e6 = 0.065536 and half the gelu (it runs once per output
+    slice) 2,048 x 2 / 64,000 / 2 = 0.032; load 0.82768 + 3.12144, store 0.82768 / 2:
+    2 + 2 x (3.94912 + 0.097536 + 0.41384) = 10.920992."""
+    pool = graph_of([tensor("x", [1, 8, 8, 16], "input"), tensor("y", [1, 8, 8, 16])],
+                    [op("mp", "max_pool2d", ["x"], ["y"], kernel_size=[3, 3], stride=[1, 1],
+                        padding=[1, 1])], ["y"])
+    one_tile = dict(sharding=(1, 1, 1, 1), reduce_sharding=1, split=(1, 1, 1, 1),
+                    reduce_split=1, double_buffer=False, resident=False)
+    assert group_latency(pool, ["mp"], "compact", **one_tile).latency_us[0] == pytest.approx(
+        3.17024, abs=1e-9)
+    mm_gelu = one_matmul(64, 256, 512)
+    mm_gelu["tensors"].append(tensor("g", [64, 512]))
+    mm_gelu["ops"].append(op("act", "gelu", ["c"], ["g"]))
+    mm_gelu["outputs"] = ["g"]
+    split_k = group_latency(mm_gelu, ["mm", "act"], "aligned", sharding=(4, 4),
+                            reduce_sharding=1, split=(1, 1), reduce_split=2,
+                            double_buffer=False, resident=False)
+    assert split_k.compute_us[0] == pytest.approx(0.097536, abs=1e-12)
+    assert split_k.latency_us[0] == pytest.approx(10.920992, abs=1e-9)
+
+
 # ----------------------------------------------------------------------------- the solvers
+
+
+def test_the_seed_split_search_stops_at_the_pe_arrays_k_and_n() -> None:
+    """[64, 64] x [64, 128] on 16x1 tiles (each [4, 128], K 64): K halves to 16 (three
+    steps), then the last dim to 8 columns, then the rows to one."""
+    p = build_problem(parse_graph(one_matmul(64, 64, 128)), TX8)
+    seq = seed_split_sequence(p.shape_of(["mm"]), (16, 1), 1, (8, 16, 8))
+    assert [rp for _, rp in seq[:3]] == [1, 2, 4] and max(rp for _, rp in seq) == 4
+    assert seq[-1] == ((4, 16), 4) and ((1, 32), 4) not in seq
+
+
+def test_groupcost_falls_back_to_single_ops_where_its_search_fits_nothing() -> None:
+    """On a 4 KiB SPM a matmul with its four adds fits no configuration as one pattern
+    group, so each op is a group (GroupOptimizationPass); a 7x7 conv the seed's split search
+    cannot fit (K stops at 16 channels) takes cpsat's cheapest."""
+    tiny = Tx8Spec(**{**TX8.model_dump(), "name": "tiny", "spm_bytes": 4096,
+                      "spm_alignment_bytes": 512})
+    ts = [tensor("a", [64, 64], "input"), tensor("w", [64, 64], "constant"),
+          tensor("h0", [64, 64])]
+    ops = [op("mm", "matmul", ["a", "w"], ["h0"])]
+    for i in range(4):
+        ts += [tensor(f"e{i}", [64, 64], "input"), tensor(f"h{i + 1}", [64, 64])]
+        ops.append(op(f"add{i}", "add", [f"h{i}", f"e{i}"], [f"h{i + 1}"]))
+    chain = parse_graph(graph_of(ts, ops, ["h4"]))
+    p = build_problem(chain, tiny)
+    assert seed_groups(p, seed_layouts(p))[0] == ("mm", "add0", "add1", "add2", "add3")
+    plan = tx8.solve(chain, tiny, "groupcost", deadline=Deadline.after(10))
+    assert plan.status == "feasible" and [g.ops for g in plan.tx8.groups] == [
+        ["mm"], ["add0"], ["add1"], ["add2"], ["add3"]]
+    conv = parse_graph(graph_of(
+        [tensor("x", [1, 14, 14, 64], "input"), tensor("k", [64, 64, 7, 7], "constant"),
+         tensor("y", [1, 14, 14, 64])], [op("cv", "conv2d", ["x", "k"], ["y"], padding=[3, 3])],
+        ["y"]))
+    small = Tx8Spec(**{**tiny.model_dump(), "spm_alignment_bytes": 256})
+    shape = build_problem(conv, small).shape_of(["cv"])
+    assert seed_choice(shape, "aligned", build_problem(conv, small)) is None
+    base = tx8.solve(conv, small, "groupcost", deadline=Deadline.after(10))
+    best = tx8.solve(conv, small, "cpsat", deadline=Deadline.after(10))
+    assert base.status == "feasible" and base.total_latency_us == pytest.approx(
+        best.total_latency_us)
+
+
+def test_pricing_cut_by_the_deadline_keeps_the_baseline_and_claims_no_bound() -> None:
+    graph = parse_graph(json.loads((ROOT / "benchmarks/layout/models/resnet50-b1.json")
+                                   .read_text()))
+    p = build_problem(graph, TX8)
+    seeded = groupcost(p)
+    late = price(p, now() - 1.0, seeded)
+    assert not late.complete
+    assert set(late.groups) == {c.ops for c in seeded}
+    chosen, bound, proven = solve_groups(p, late, seeded, now() + 5, 0, 1)
+    assert bound is None and not proven
+    assert build_plan(p, chosen, "cpsat", "feasible").total_latency_us <= build_plan(
+        p, seeded, "groupcost", "feasible").total_latency_us + 1e-9
+
+
 
 
 def test_groupcost_groups_a_matmul_with_its_elementwise_tail_and_reuses_templates() -> None:

@@ -6,18 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from models.device import PRESETS, DeviceSpec
-from models.errors import InputValidationError, Issue
+from models.errors import TX8_TAG, InputValidationError, Issue
 from models.layout import (
     GRAPH_FORMAT,
     Evaluation,
@@ -28,16 +21,8 @@ from models.layout import (
     parse_graph,
     parse_plan,
 )
-from models.mesh import MESH_PRESETS, MeshSpec
-from models.tx8 import (
-    PRESET_TAG,
-    SPEC_TAG,
-    TX8_PRESETS,
-    TX8_TAG,
-    DeviceField,
-    Tx8Spec,
-    device_kind,
-)
+from models.mesh import MESH_PRESETS, MeshField, MeshSpec
+from models.tx8 import TX8_PRESETS, DeviceField, Tx8Spec, device_kind
 from solver import layout, mesh, tx8
 from solver import progress as progress_sink
 from solver.deadline import Deadline
@@ -57,10 +42,6 @@ MAX_CONFIGS = 4096
 """Most candidate configurations per op a request may ask for: the model grows with them."""
 
 
-def _device_kind(value: Any) -> str:
-    """Which form of ``device`` (or ``mesh``) a value is, so its faults are those of that
-    form only."""
-    return SPEC_TAG if isinstance(value, MeshSpec) else device_kind(value)
 
 
 def _known_mesh(value: str | MeshSpec | None) -> str | MeshSpec | None:
@@ -71,9 +52,7 @@ def _known_mesh(value: str | MeshSpec | None) -> str | MeshSpec | None:
     return value
 
 
-MeshOption = Annotated[
-    Annotated[Annotated[str, Tag(PRESET_TAG)] | Annotated[MeshSpec, Tag(SPEC_TAG)],
-              Discriminator(_device_kind)] | None, AfterValidator(_known_mesh)]
+MeshOption = Annotated[MeshField | None, AfterValidator(_known_mesh)]
 """A mesh preset's name or a mesh spec, in the solve and the evaluate options."""
 
 
@@ -164,7 +143,7 @@ class LayoutFamily:
         device = options.get("device", doc.get("device"))
         if device is None:
             device = doc.get("device")
-        if _device_kind(device) == TX8_TAG or device in TX8_PRESETS:
+        if device_kind(device) == TX8_TAG or device in TX8_PRESETS:
             return tuple(tx8.TX8_SOLVERS)
         on_mesh = options.get("mesh") is not None or doc.get("mesh") is not None
         return tuple(mesh.MESH_SOLVERS) if on_mesh else tuple(layout.SOLVERS)
@@ -230,7 +209,7 @@ class LayoutFamily:
             return _verdict(_evaluate_tx8(problem, plan, chip))
         if plan.mesh is None and resolve_mesh(problem, options.mesh) is not None:
             raise InputValidationError([Issue(
-                ("plan", "mesh"), "the graph names a mesh; this plan is for one chip: plan "
+                ("mesh",), "the graph names a mesh; this plan is for one chip: plan "
                 "it with the mesh (or remove the graph's mesh)", "mesh.missing")], "layout plan")
         if isinstance(plan.device, Tx8Spec):
             raise InputValidationError([Issue(

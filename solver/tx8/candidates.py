@@ -82,10 +82,10 @@ def candidate_groups(p: Tx8Problem, deadline: float = math.inf
     found: list[tuple[str, ...]] = [(op.name,) for op in p.ops]
     seen: set[frozenset[str]] = set()
     for i, start in enumerate(p.ops):
-        if start.kind == "ddr":
-            continue
         if i % CLOCK_EVERY == 0 and now() > deadline:
             return found, True
+        if start.kind == "ddr":
+            continue
         grown = explored = 0
         frontier = [(start.name,)]
         while frontier and grown < MAX_PER_OP and explored < MAX_EXPLORED:

@@ -102,8 +102,8 @@ def seed_split_sequence(group: GroupShape, sharding: tuple[int, ...], reduce_sha
                         pe: tuple[int, int, int]) -> list[tuple[tuple[int, ...], int]]:
     """DS_TileSplitPass's order: the reduce dim first, then the output dims from the last,
     each split doubled, from no split on, while its slice stays at least its minimum
-    (``sliceShapeMin``; not given by the seed, taken as one PE block: ``pe[1]`` along the
-    reduce dim, ``pe[2]`` along an NE group's last dim, else one element)."""
+    (``sliceShapeMin``; not given by the seed, taken as the PE array's K and N: ``pe[1]``
+    along the reduce dim, ``pe[2]`` along an NE group's last dim, else one element)."""
     rank = len(group.out_shape)
     per_tile = ceil_div(np.array(group.out_shape), np.array(sharding))
     p, rp = [1] * rank, 1
