@@ -47,6 +47,10 @@ def price(p: Tx8Problem, deadline: float, seeded: list[Chosen]) -> Priced:
     are kept, so the model still holds the baseline's plan, and no bound is claimed."""
     cache: dict[tuple, Choice | None] = {}
     known = {(c.ops, c.layout): c for c in seeded}
+    baseline: dict[tuple[str, ...], dict[str, tuple[float, Choice | None]]] = {}
+    for c in seeded:
+        if c.choice is not None:
+            baseline.setdefault(c.ops, {})[c.layout] = (c.choice.latency_us, c.choice)
     groups, options = [], []
     candidates, late = candidate_groups(p, deadline)
     for names in dict.fromkeys([*candidates, *(c.ops for c in seeded)]):
@@ -57,8 +61,7 @@ def price(p: Tx8Problem, deadline: float, seeded: list[Chosen]) -> Priced:
             continue
         priced: dict[str, tuple[float, Choice | None]] = {}
         if late:
-            priced = {c.layout: (c.choice.latency_us, c.choice) for c in seeded
-                      if c.ops == names and c.choice is not None}
+            priced = baseline.get(names, {})
         else:
             shape = p.shape_of(list(names))
             for layout in p.layouts(list(names)):
