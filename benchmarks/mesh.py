@@ -22,7 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cli_run import graph_files, solve_in_child  # noqa: E402
+from benchmarks.cli_run import (  # noqa: E402
+    add_suite_arguments,
+    check_limits,
+    graph_files,
+    solve_in_child,
+)
 from benchmarks.meta import meta, write_results  # noqa: E402
 
 BASELINES = ("replicate", "megatron", "autoshard")
@@ -52,16 +57,9 @@ def run_one(graph: Path, mesh: str, solver: str, limit: float, workers: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meshes", default="n300,t3000,galaxy")
-    parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--baseline-limit", type=float, default=30.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--graphs", type=Path, nargs="*", default=GRAPHS,
-                        help="graph files or folders of them")
-    parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
-    parser.add_argument("--out", type=Path, default=None)
+    add_suite_arguments(parser, GRAPHS, 60.0, 30.0)
     args = parser.parse_args()
-    if args.time_limit <= 0 or args.baseline_limit <= 0:
-        parser.error("time limits must be positive")
+    check_limits(parser, args)
     paths = graph_files(parser, args.graphs)
     started = meta()
     rows = []

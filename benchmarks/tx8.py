@@ -23,7 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cli_run import graph_files, solve_in_child  # noqa: E402
+from benchmarks.cli_run import (  # noqa: E402
+    add_suite_arguments,
+    check_limits,
+    graph_files,
+    solve_in_child,
+)
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.tx8_generate import suite  # noqa: E402
 
@@ -48,19 +53,12 @@ def run_one(graph: Path, solver: str, limit: float, workers: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=30.0)
-    parser.add_argument("--baseline-limit", type=float, default=30.0)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--graphs", type=Path, nargs="*", default=GRAPHS,
-                        help="graph files or folders of them")
+    add_suite_arguments(parser, GRAPHS, 30.0, 30.0)
     parser.add_argument("--generated", type=int, default=0,
                         help="plan this many graphs of the generated suite instead")
     parser.add_argument("--seed", type=int, default=0, help="the generated suite's seed")
-    parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
-    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if args.time_limit <= 0 or args.baseline_limit <= 0:
-        parser.error("time limits must be positive")
+    check_limits(parser, args)
     if args.generated < 0:
         parser.error("--generated must be at least 0")
     scratch = tempfile.TemporaryDirectory()

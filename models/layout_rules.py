@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from models.device import PRESETS
 from models.errors import Issue, issues_from_pydantic
 from models.layout_ops import ShapeError, arity, attrs_model, infer_shape
 from models.mesh import MESH_PRESETS
-from models.tx8 import TX8_PRESETS
+from models.tx8 import DEVICE_PRESETS
 
 if TYPE_CHECKING:
     from models.layout import LayoutGraph, OpDecl, TensorDecl
@@ -53,10 +52,9 @@ def _name_issues(g: LayoutGraph) -> Iterator[Issue]:
 
 
 def _device_issues(g: LayoutGraph) -> Iterator[Issue]:
-    if isinstance(g.device, str) and g.device not in PRESETS and g.device not in TX8_PRESETS:
+    if isinstance(g.device, str) and g.device not in DEVICE_PRESETS:
         yield Issue(("device",), f"unknown device preset '{g.device}'; presets are "
-                    f"{sorted([*PRESETS, *TX8_PRESETS])} (or give a full device spec)",
-                    "device.unknown")
+                    f"{list(DEVICE_PRESETS)} (or give a full device spec)", "device.unknown")
     if isinstance(g.mesh, str) and g.mesh not in MESH_PRESETS:
         yield Issue(("mesh",), f"unknown mesh preset '{g.mesh}'; presets are "
                     f"{sorted(MESH_PRESETS)} (or give a full mesh spec)", "mesh.unknown")

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from models.device import DeviceSpec
+from models.device import PRESETS, DeviceSpec
 from models.errors import PRESET_TAG, SPEC_TAG, TX8_TAG
 
 DdrLayout = Literal["compact", "aligned"]
@@ -130,6 +130,10 @@ TX8_PRESETS: dict[str, Tx8Spec] = {
         group_launch_us=2.0,
     ),
 }
+
+
+DEVICE_PRESETS: tuple[str, ...] = tuple(sorted([*PRESETS, *TX8_PRESETS]))
+"""Every device preset a graph or a request may name: the Tensix chips and the TX8."""
 
 
 # ----------------------------------------------------------------------------- plan

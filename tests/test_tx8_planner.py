@@ -407,6 +407,10 @@ def test_the_api_plans_for_a_tx8_and_checks_the_plan(tmp_path: Path) -> None:
         bad = client.post("/v1/jobs", json={"kind": "layout", "payload": graph, "options": {
             "device": {**custom, "tiles": [0, 4]}}})
         assert bad.status_code == 422, bad.text
+        assert bad.json()["errors"][0]["loc"] == ["options", "device", "tiles", 0]
+        again = client.post("/v1/layout/solve?device=tx8&solver=groupcost&time_limit_s=5",
+                            json=graph)
+        assert again.status_code == 200 and again.json()["solver"] == "groupcost"
 
 
 def test_the_command_line_plans_for_a_tx8(tmp_path: Path) -> None:

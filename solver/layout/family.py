@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from models.device import PRESETS, DeviceSpec
+from models.device import DeviceSpec
 from models.errors import TX8_TAG, InputValidationError, Issue
 from models.layout import (
     GRAPH_FORMAT,
@@ -22,7 +22,7 @@ from models.layout import (
     parse_plan,
 )
 from models.mesh import MESH_PRESETS, MeshField, MeshSpec
-from models.tx8 import TX8_PRESETS, DeviceField, Tx8Spec, device_kind
+from models.tx8 import DEVICE_PRESETS, TX8_PRESETS, DeviceField, Tx8Spec, device_kind
 from solver import layout, mesh, tx8
 from solver import progress as progress_sink
 from solver.deadline import Deadline
@@ -57,10 +57,10 @@ MeshOption = Annotated[MeshField | None, AfterValidator(_known_mesh)]
 
 
 def _known_device(value: str | DeviceSpec | Tx8Spec | None) -> str | DeviceSpec | Tx8Spec | None:
-    if isinstance(value, str) and value not in PRESETS and value not in TX8_PRESETS:
+    if isinstance(value, str) and value not in DEVICE_PRESETS:
         raise PydanticCustomError(
             "device.unknown", "unknown device preset '{name}'; presets are {presets}",
-            {"name": value[:100], "presets": ", ".join(sorted([*PRESETS, *TX8_PRESETS]))})
+            {"name": value[:100], "presets": ", ".join(DEVICE_PRESETS)})
     return value
 
 
@@ -73,7 +73,7 @@ class LayoutOptions(SolveOptions):
         default="cpsat", description=f"one chip: one of {list(layout.SOLVERS)}; a mesh: one "
         f"of {list(mesh.MESH_SOLVERS)}; a TX8: one of {list(tx8.TX8_SOLVERS)}")
     device: DeviceOption = Field(
-        default=None, description=f"a preset ({', '.join(sorted([*PRESETS, *TX8_PRESETS]))}) "
+        default=None, description=f"a preset ({', '.join(DEVICE_PRESETS)}) "
         "or a full device spec (a TX8 spec has \"target\": \"tx8\"); overrides the graph's "
         "own device")
     mesh: MeshOption = Field(

@@ -46,7 +46,6 @@ def price(p: Tx8Problem, deadline: float, seeded: list[Chosen]) -> Priced:
     deadline; past it only DDR ops and the baseline's own groups (at its configuration)
     are kept, so the model still holds the baseline's plan, and no bound is claimed."""
     cache: dict[tuple, Choice | None] = {}
-    known = {(c.ops, c.layout): c for c in seeded}
     baseline: dict[tuple[str, ...], dict[str, tuple[float, Choice | None]]] = {}
     for c in seeded:
         if c.choice is not None:
@@ -70,10 +69,10 @@ def price(p: Tx8Problem, deadline: float, seeded: list[Chosen]) -> Priced:
                     cache[key] = cheapest(shape, layout, p.device,
                                           cpsat_space(shape, p.device.tile_count))
                     late = now() > deadline  # a fresh pricing can take a while
-                found, seed = cache[key], known.get((names, layout))
-                if seed is not None and seed.choice is not None and (
-                        found is None or seed.choice.latency_us < found.latency_us):
-                    found = seed.choice
+                found = cache[key]
+                _, seed = baseline.get(names, {}).get(layout, (None, None))
+                if seed is not None and (found is None or seed.latency_us < found.latency_us):
+                    found = seed
                 if found is not None:
                     priced[layout] = (found.latency_us, found)
             if len(names) == 1 and not priced:

@@ -11,6 +11,7 @@ from models.layout import LayoutPlan, PlanStats
 from models.tx8 import Tx8Buffer, Tx8Conversion, Tx8Group, Tx8Section
 from solver.tx8.configs import Choice
 from solver.tx8.cost import costs
+from solver.tx8.group import GroupShape
 from solver.tx8.ops import pad
 from solver.tx8.problem import HOST, Tx8Problem
 from solver.tx8.spm import Request, place
@@ -72,7 +73,8 @@ def conversions(p: Tx8Problem, groups: list[Chosen], names: list[str]
     return layout_of, out
 
 
-def group_entry(p: Tx8Problem, name: str, chosen: Chosen, template: str | None) -> Tx8Group:
+def group_entry(p: Tx8Problem, name: str, chosen: Chosen, shape: GroupShape,
+                template: str | None) -> Tx8Group:
     """One group of the plan: a DDR op's traffic, or an SPM group's configuration, buffers
     at their SPM offsets, traffic and times (recomputed for its own tensors)."""
     if chosen.choice is None:
@@ -84,7 +86,6 @@ def group_entry(p: Tx8Problem, name: str, chosen: Chosen, template: str | None) 
                         split=ones, double_buffer=False, loads=read, stores=written,
                         buffers=[], spm_peak_bytes=0, compute_us=0.0, load_us=0.0,
                         store_us=0.0, reduce_us=0.0, latency_us=latency)
-    shape = p.shape_of(list(chosen.ops))
     c = chosen.choice.configs
     k = costs(shape, chosen.layout, p.device, c)  # a template's costs name its own tensors
     align = p.device.spm_alignment_bytes
@@ -121,9 +122,10 @@ def build_plan(p: Tx8Problem, groups: list[Chosen], solver: str, status: str,
     first_of: dict[tuple, str] = {}
     entries = []
     for name, chosen in zip(names, groups, strict=True):
-        key = (p.shape_of(list(chosen.ops)).signature(), chosen.layout)
-        template = first_of.setdefault(key, name)
-        entries.append(group_entry(p, name, chosen, None if template == name else template))
+        shape = p.shape_of(list(chosen.ops))
+        template = first_of.setdefault((shape.signature(), chosen.layout), name)
+        entries.append(group_entry(p, name, chosen, shape,
+                                   None if template == name else template))
     group_us = sum(g.latency_us for g in entries)
     convert_us = sum(c.latency_us for c in converts)
     total = group_us + convert_us
