@@ -471,6 +471,8 @@ TABLES = {
     "fusion-perturbed": Table("fusion-perturbed.json", lambda d: fusion_table(d["rows"])),
     "fusion-suite": Table("fusion-suite.json", fusion_suite_tables),
     "fusion-suite-background": Table("fusion-suite-background.json", fusion_suite_tables),
+    "fusion-suite-pool-before": Table("fusion-suite-pool-before.json", fusion_suite_tables),
+    "fusion-suite-pool": Table("fusion-suite-pool.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

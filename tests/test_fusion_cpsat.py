@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from fractions import Fraction
 from unittest.mock import patch
 
@@ -18,7 +17,6 @@ from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import (
     WINDOW_BUDGET,
     _frame,
-    _halves,
     _linkable,
     _solve_window,
     as_planned,
@@ -30,6 +28,7 @@ from solver.fusion.cpsat import (
 from solver.fusion.cpsat_model import Window
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
+from solver.fusion.pool import halves
 from solver.fusion.problem import Rules
 from solver.fusion.schedule import to_solution
 from solver.fusion.score import ScoringContext
@@ -246,6 +245,4 @@ def test_relinking_may_cut_a_subgraph_in_two_along_its_op_order():
            "op_types": ["Pointwise"] * 3, "fast_memory_capacity": 100_000,
            "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
     ctx = ScoringContext(parse_problem(raw))
-    schedule = as_variants(ctx, unfused(ctx))
-    merged = [replace(schedule[0], ops=(0, 1, 2))]  # only the op order matters here
-    assert _halves(ctx, merged) == {(0,), (1, 2), (2,)}
+    assert halves(ctx.graph, [(0, 1, 2)]) == {(0,), (1, 2), (2,)}

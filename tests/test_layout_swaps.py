@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models.layout import parse_graph
-from solver.deadline import now
+from solver.deadline import Deadline, now
 from solver.layout import lns, swaps
 from solver.layout.evaluate import evaluate
 from solver.layout.memory import DRAM
@@ -97,11 +97,15 @@ def test_a_plan_that_overflows_l1_is_repaired_into_a_valid_plan():
 
 def test_repair_solves_segments_for_what_single_moves_leave(monkeypatch):
     """With ``fit`` moving nothing, the segment rounds alone turn the six fat steps into a
-    valid plan."""
+    valid plan. On the work clock: each round's limit is then deterministic seconds, the
+    same work on any machine (in wall seconds a slower host found no segment assignment
+    in the 1.6-3 s its rounds get, and the repair gave up)."""
     problem = _skips(100_000)
     start = _fattest(problem, range(8, 14))
     monkeypatch.setattr(lns, "fit", lambda problem, a, deadline: a)
-    fixed = lns.repair(problem, start, now() + 60, 0, 1)
+    with Deadline.after(400, deterministic=True).running() as run:
+        fixed = lns.repair(problem, start, run.at, 0, 1)
+        assert not run.wall_stopped
     assert fixed is not None and not swaps.overflows(problem, fixed)
     assert evaluate(problem, build_plan(problem, fixed, "r", 0.0)).valid
 

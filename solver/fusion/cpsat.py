@@ -7,9 +7,11 @@
 3. Otherwise a large-neighbourhood search frees windows of consecutive subgraphs of the
    incumbent, enumerates the connected op sets of their ops, and re-solves each window
    with the rest fixed (``cpsat_model.Window``); an improvement replaces the window. Last,
-   the incumbent's own op sets, then also each cut in two, are reordered and relinked by
-   retention over the whole graph (``relink``). It stops early enough to leave the caller
-   time for its bound.
+   the incumbent's own op sets are reordered and relinked by retention over the whole
+   graph, then a set partition of the whole graph over a pool of op sets around the
+   incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
+   reshapes) is solved, again around each new incumbent (``relink``). It stops early
+   enough to leave the caller time for its bound.
 
 A schedule whose latency reaches the problem's lower bound (compute, I/O or the traffic
 every schedule is forced into, ``bound.forced_bound``) is optimal outright, and the search
@@ -30,7 +32,7 @@ from ortools.sat.python import cp_model
 from solver import progress
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound import forced_bound
-from solver.fusion.candidates import connected_op_sets, is_connected
+from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import (
     BuildTimeout,
     Window,
@@ -40,6 +42,7 @@ from solver.fusion.cpsat_model import (
     objective_scale,
 )
 from solver.fusion.greedy import greedy
+from solver.fusion.pool import pool
 from solver.fusion.problem import lower_bounds
 from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import ScoringContext, ScoringTimeout
@@ -48,6 +51,8 @@ from solver.fusion.variants import Variant, make_variant, retention_options
 WHOLE_GRAPH_BUDGET = 3000
 """Op sets enumerated for a whole-graph model; beyond it the search works in windows."""
 WINDOW_BUDGET = 600
+POOL_BUDGET = 600
+"""Op sets in the pool of the whole-graph set partition that ends the search (``relink``)."""
 MAX_REPEATS = 3
 """Most times one retaining variant may run (once per consumer of what it retains)."""
 WINDOW_OPS = (6, 24)
@@ -160,32 +165,27 @@ def _improved(ctx: ScoringContext, schedule: Sequence[Variant], floor: Fraction)
 def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, seed: int,
            workers: int) -> list[Variant]:
     """The schedule's own op sets, reordered and relinked by retention over the whole graph,
-    in the first half of the time; then the same with each op set also cut in two
-    (``_halves``) from there (the best of the three). Retention pays only between
-    neighbours, and a window frees only neighbours: greedy on benchmark 13 runs some
-    ``x_i @ W0`` far from the ``@ W1 @ V_i`` that reads its result, which then makes a
-    round trip through slow memory; here each is moved next to it and retains it
-    (16,385,638.4 -> 16,284,057.6). The cuts make the model larger (that one stays at
-    greedy's in 10 s with them from the start), hence the second stage."""
+    in the first half of the time; then, from there, a set partition of the whole graph
+    over a pool around the incumbent (``pool.pool``: each op set cut in two, reshaped by
+    one op, and merged with each subgraph it exchanges a tensor with), rebuilt around each
+    new incumbent while it improves. Retention pays only between neighbours, and a window
+    frees only neighbours: greedy on benchmark 13 runs some ``x_i @ W0`` far from the
+    ``@ W1 @ V_i`` that reads its result, which then makes a round trip through slow
+    memory; here each is moved next to it and retains it (16,385,638.4 -> 16,284,057.6).
+    The pool makes the model larger (with the cuts alone from the start, that one stays at
+    greedy's in 10 s), hence the first stage without it."""
     best = list(schedule)
     halfway = now() + 0.5 * max(0.0, deadline - now())
-    for cut, ends in ((False, halfway), (True, deadline)):
-        sets = {v.ops for v in best} | (_halves(ctx, best) if cut else set())
-        found, _ = _solve_window(ctx, _whole_graph(ctx), sorted(sets), best, ends, seed,
-                                 workers)
-        if found is not None and total(found) < total(best):
-            best = found
-    return best
-
-
-def _halves(ctx: ScoringContext, schedule: Sequence[Variant]) -> set[tuple[int, ...]]:
-    """Each subgraph cut in two at every point of its op order (a topological order, so
-    the first part never reads the second), the connected parts (SEMANTICS.md S2.4; the
-    scorer does not check it): a window sees only neighbours, and an op fused with a far
-    subgraph (benchmark 13 under the TeamKorea reading: a MatMul with the 15-op Pointwise
-    tail that reads every block) is freed only here."""
-    return {part for v in schedule for i in range(1, len(v.ops))
-            for part in (v.ops[:i], v.ops[i:]) if is_connected(ctx.graph, part)}
+    own = sorted({v.ops for v in best})
+    found, _ = _solve_window(ctx, _whole_graph(ctx), own, best, halfway, seed, workers)
+    if found is not None and total(found) < total(best):
+        best = found
+    while True:  # a new incumbent brings a new pool around it
+        sets = pool(ctx.graph, [v.ops for v in best], POOL_BUDGET)
+        found, _ = _solve_window(ctx, _whole_graph(ctx), sets, best, deadline, seed, workers)
+        if found is None or total(found) >= total(best):
+            return best
+        best = found
 
 
 def _whole_graph(ctx: ScoringContext) -> Window:
