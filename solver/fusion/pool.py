@@ -3,10 +3,11 @@
 A window of the large-neighbourhood search frees only subgraphs that run next to each
 other; two subgraphs that exchange a tensor but run far apart (the branches of a fork, a
 residual's two ends) are never in one window, so their fusion is never tried. The pool
-holds, besides the incumbent's own op sets: each one cut in two along its op order, each
-one with one boundary op moved out or one neighbouring op moved in, and the union of every
-two subgraphs joined by a tensor. The whole-graph model over the pool (``cpsat.relink``)
-reorders, relinks, regroups and merges them at once. Every set is connected (S2.4).
+holds, besides the incumbent's own op sets: each one cut in two along its op order, the
+union of every two subgraphs joined by a tensor, and each op set with one op moved out
+(what stays connected) or one op adjacent to it through a tensor moved in. The
+whole-graph model over the pool (``cpsat.relink``) reorders, relinks, regroups and merges
+them at once. Every set is connected (S2.4).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from solver.fusion.candidates import is_connected, tensor_neighbours
 from solver.fusion.problem import FusionGraph
 
 MAX_MERGED_OPS = 24
-"""Largest union of two subgraphs offered (the window search's largest window)."""
+"""Most ops of a set the pool adds by a merge or a move in (the window search's largest
+window)."""
 
 
 def halves(graph: FusionGraph, schedule: Sequence[tuple[int, ...]]) -> set[tuple[int, ...]]:
