@@ -82,9 +82,13 @@ def _far_apart() -> tuple[ScoringContext, list]:
 def test_the_set_partition_over_the_pool_merges_subgraphs_run_apart(monkeypatch):
     ctx, schedule = _far_apart()
     assert [v.ops for v in schedule] == [(0,), (1,), (2,)]
-    found = relink(ctx, schedule, time.monotonic() + 10, 0, 1)
+    offered: list = []
+    found = relink(ctx, schedule, time.monotonic() + 10, 0, 1, on_better=offered.append)
     assert_valid(ctx, found)
     assert any({0, 2} <= set(v.ops) for v in found)
+    # each better schedule is offered as it comes, the last one is the answer
+    assert offered and offered[-1] == found
+    assert all(total(a) > total(b) for a, b in zip([schedule, *offered[:-1]], offered, strict=True))
     # the tensor's write and load (2 x 262,144 / 10) saved, less nothing: the ops' compute
     # is hidden under their traffic either way
     assert total(schedule) - total(found) == Fraction(2 * 512 * 512, 10)

@@ -23,7 +23,7 @@ Every schedule is re-checked by the evaluator before it is returned.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -149,10 +149,10 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
         else:
             stale += 1
         size = min(WINDOW_OPS[1], size + 2) if optimal else max(WINDOW_OPS[0], size - 2)
-    found = relink(ctx, incumbent, final, seed, workers)
+    found = relink(ctx, incumbent, final, seed, workers,
+                   on_better=lambda schedule: _improved(ctx, schedule, floor))
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
-        _improved(ctx, incumbent, floor)
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
 
 
@@ -163,7 +163,8 @@ def _improved(ctx: ScoringContext, schedule: Sequence[Variant], floor: Fraction)
 
 
 def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, seed: int,
-           workers: int) -> list[Variant]:
+           workers: int, on_better: Callable[[list[Variant]], None] = lambda _: None
+           ) -> list[Variant]:
     """The schedule's own op sets, reordered and relinked by retention over the whole graph,
     in the first half of the time; then, from there, a set partition of the whole graph
     over a pool around the incumbent (``pool.pool``: each op set cut in two, reshaped by
@@ -173,19 +174,22 @@ def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, se
     ``@ W1 @ V_i`` that reads its result, which then makes a round trip through slow
     memory; here each is moved next to it and retains it (16,385,638.4 -> 16,284,057.6).
     The pool makes the model larger (with the cuts alone from the start, that one stays at
-    greedy's in 10 s), hence the first stage without it."""
+    greedy's in 10 s), hence the first stage without it. Each better schedule goes to
+    ``on_better`` as it is found (the caller offers it as the answer so far)."""
     best = list(schedule)
     halfway = now() + 0.5 * max(0.0, deadline - now())
     own = sorted({v.ops for v in best})
     found, _ = _solve_window(ctx, _whole_graph(ctx), own, best, halfway, seed, workers)
     if found is not None and total(found) < total(best):
         best = found
+        on_better(best)
     while True:  # a new incumbent brings a new pool around it
         sets = pool(ctx.graph, [v.ops for v in best], POOL_BUDGET)
         found, _ = _solve_window(ctx, _whole_graph(ctx), sets, best, deadline, seed, workers)
         if found is None or total(found) >= total(best):
             return best
         best = found
+        on_better(best)
 
 
 def _whole_graph(ctx: ScoringContext) -> Window:
