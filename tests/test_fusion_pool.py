@@ -71,7 +71,7 @@ def test_the_pool_keeps_the_incumbent_first_and_stays_within_its_budget():
 
 def _far_apart() -> tuple[ScoringContext, list]:
     """Chain 0 -> 2 of 512 x 512 Pointwise ops, op 1 apart, run 0, 1, 2. The chain's middle
-    tensor (1 MiB of elements) cannot be retained in a 49,152-element fast memory, but both
+    tensor (262,144 elements) cannot be retained in a 49,152-element fast memory, but both
     ops fused run 128 x 128 tiles through it and never write it: only a merge of the two
     subgraphs gets there, and they are not neighbours in the schedule."""
     ctx = _pointwise([([0], [1]), ([3], [4]), ([1], [2])], 5, side=512,
