@@ -27,12 +27,6 @@ class Enumeration:
     max_size: int
 
 
-def tensor_neighbours(graph: FusionGraph) -> dict[int, frozenset[int]]:
-    """Ops adjacent through a produced-and-consumed tensor, in either direction."""
-    dag = graph.dag
-    return {k: frozenset(dag.predecessors(k)) | frozenset(dag.successors(k)) for k in dag.nodes}
-
-
 def is_connected(graph: FusionGraph, ops: Iterable[int]) -> bool:
     """Whether ``ops`` are connected through tensors produced and consumed among them."""
     members = frozenset(ops)
@@ -44,7 +38,7 @@ def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int) -> En
     within ``budget`` (a level that would exceed it is dropped whole, so sizes are never
     partially covered)."""
     allowed = frozenset(ops)
-    neighbours = {k: nb & allowed for k, nb in tensor_neighbours(graph).items() if k in allowed}
+    neighbours = {k: nb & allowed for k, nb in graph.neighbours.items() if k in allowed}
     rank = {k: i for i, k in enumerate(graph.topological_order)}
     level = {frozenset({k}) for k in allowed}
     kept: list[frozenset[int]] = []

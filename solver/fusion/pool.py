@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from solver.fusion.candidates import is_connected, tensor_neighbours
+from solver.fusion.candidates import is_connected
 from solver.fusion.problem import FusionGraph
 
 MAX_MERGED_OPS = 24
@@ -33,7 +33,7 @@ def reshaped(graph: FusionGraph, schedule: Sequence[tuple[int, ...]]) -> set[tup
     """Each op set with one op moved out (what stays connected) or one op adjacent to it
     through a tensor moved in: the move a window makes between neighbours, between any two
     subgraphs here."""
-    neighbours = tensor_neighbours(graph)
+    neighbours = graph.neighbours
     found: set[tuple[int, ...]] = set()
     for ops in schedule:
         members = set(ops)
@@ -53,7 +53,7 @@ def merged(graph: FusionGraph, schedule: Sequence[tuple[int, ...]]) -> set[tuple
     for i, ops in enumerate(schedule):
         for q in ops:
             owner.setdefault(q, []).append(i)
-    neighbours = tensor_neighbours(graph)
+    neighbours = graph.neighbours
     found: set[tuple[int, ...]] = set()
     for i, ops in enumerate(schedule):
         joined = {j for q in ops for k in neighbours[q] for j in owner[k] if j != i}

@@ -91,6 +91,13 @@ class FusionGraph:
         return g
 
     @cached_property
+    def neighbours(self) -> dict[int, frozenset[int]]:
+        """Ops adjacent through a produced-and-consumed tensor, in either direction."""
+        dag = self.dag
+        return {k: frozenset(dag.predecessors(k)) | frozenset(dag.successors(k))
+                for k in dag.nodes}
+
+    @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Ops in a deterministic topological order (smallest index first among ready ops)."""
         return tuple(nx.lexicographical_topological_sort(self.dag))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from solver.fusion.candidates import connected_op_sets, tensor_neighbours
+from solver.fusion.candidates import connected_op_sets
 from solver.fusion.context import ScoringContext
 from solver.fusion.floors import least_compute
 from solver.fusion.problem import SubgraphShape, ceil_div, matmuls_fed
@@ -87,7 +87,7 @@ def unpriced_roots(ctx: ScoringContext, attempted: Collection[tuple[int, ...]]
     g = ctx.graph
     attempted = set(attempted)
     largest = max(map(len, attempted), default=0)
-    neighbours = tensor_neighbours(g)
+    neighbours = g.neighbours
     found = set()
     for q in range(ctx.problem.num_ops):
         if not g.is_matmul(q):
