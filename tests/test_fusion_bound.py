@@ -19,7 +19,7 @@ from solver.deadline import Deadline
 from solver.fusion.bound import background, cover, cover_bound, forced_bound
 from solver.fusion.bound.background import BackgroundCover
 from solver.fusion.bound.forced import forced_traffic, must_write
-from solver.fusion.bound.pricing import axis_cells
+from solver.fusion.bound.pricing import QUICK_SPLITS, axis_cells, least
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.floors import any_order_floor, peak_fits
 from solver.fusion.greedy import greedy
@@ -59,6 +59,24 @@ def test_any_order_floor_and_peak_fits_hold_for_every_traversal(case):
     held = sum(g.size(t) for t in resident)
     assert peak_fits(ctx, ops, gran, frozenset(resident), frozenset(retained_out),
                      trace.ws_peak - held)
+
+
+@HYPOTHESIS
+@given(case=st.one_of(subgraph_cases(), subgraph_cases(split_chain_problems())))
+def test_the_price_of_an_arrival_is_below_every_run_of_it_that_fits(case):
+    """``least`` (what the cover charges an op set for an arrival) is below the latency of
+    every run of it that fits, at any integer granularity and traversal; so is the relaxed
+    price that stands for every arrival. Its best-first search skips cells and groups of
+    cells by their floors: a floor above what some cell holds would show here."""
+    g, ops, gran, traversal, retained_in, retained_out = case
+    ctx = ScoringContext(g)
+    shape = g.shape(ops)
+    resident = frozenset(retained_in & set(shape.inputs) - set(g.graph_inputs))
+    trace = reference(g, ops, gran, traversal, resident, retained_out, ctx.rules)
+    assume(trace.first_overflow is None)
+    for relaxed in (False, True):
+        found = least(ctx, shape, resident, frozenset(retained_out), relaxed, QUICK_SPLITS)
+        assert found is not None and found[0] <= trace.latency * ctx.unit
 
 
 @HYPOTHESIS

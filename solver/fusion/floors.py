@@ -121,44 +121,70 @@ def first_step_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
     """A lower bound on the working set of the first step (tile 0, k-step 0), without
     the previous subgraph's retained tensors, that needs no ``Plan``: slices of one
     tensor and role that a prone coincidence might merge count as their largest."""
+    held, active = _first_step_outputs(ctx, tpl, gran)
+    return held + kept_in_first_step(ctx, tpl, kept) + sum(
+        _first_step_load(ctx, t, roles, gran, active)
+        for t, roles in tpl.by_tensor.items() if t not in resident)
+
+
+def first_step_terms(ctx: ScoringContext, tpl: Templates, gran: Granularity
+                     ) -> tuple[int, dict[int, int]]:
+    """``first_step_floor``'s terms at ``gran``: the output tiles, and what each tensor
+    it may load adds (a resident one adds nothing), apart so that every arrival of one op
+    set can share them."""
+    held, active = _first_step_outputs(ctx, tpl, gran)
+    return held, {t: _first_step_load(ctx, t, roles, gran, active)
+                  for t, roles in tpl.by_tensor.items()}
+
+
+def kept_in_first_step(ctx: ScoringContext, tpl: Templates, kept: frozenset[int]) -> int:
+    """What retaining ``kept`` adds to the first step: under the accumulate rule, every
+    retained intermediate whole."""
+    if ctx.rules.retained_output_ws != "accumulate":
+        return 0
+    return sum(ctx.graph.size(t) for t in kept if t in tpl.shape.ephemerals)
+
+
+def _first_step_outputs(ctx: ScoringContext, tpl: Templates, gran: Granularity
+                        ) -> tuple[int, int]:
+    """The first step's output tiles, and the seeds it serves (bit mask)."""
     w, h, k = gran
     p = ctx.problem
     nks = max((ceil_div(depth, k) for depth in tpl.root_depths), default=1)
     active = (1 << len(tpl.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
         else tpl.root_seeds
-    ws = sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in tpl.shape.outputs)
-    if ctx.rules.retained_output_ws == "accumulate":
-        ws += sum(ctx.graph.size(t) for t in kept if t in tpl.shape.ephemerals)
-    for t, roles in tpl.by_tensor.items():
-        if t in resident:
+    return sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in tpl.shape.outputs), active
+
+
+def _first_step_load(ctx: ScoringContext, t: int, roles: dict[str, list[tuple[str, str, int]]],
+                     gran: Granularity, active: int) -> int:
+    """What tensor ``t`` (loaded in ``roles``) holds in the first step."""
+    w, h, k = gran
+    height, width = ctx.problem.heights[t], ctx.problem.widths[t]
+    # a spec normalized to this granularity, with its slice's extent on that axis
+    row_of = {"T": ("T", h) if h < height else ("F", height),
+              "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
+    col_of = {"T": ("T", w) if w < width else ("F", width),
+              "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
+    adds = 0
+    for found in roles.values():
+        specs: dict[tuple[str, str], int] = {}
+        for r, c, seeds in found:
+            if seeds & active:
+                (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
+                specs[rows, cols] = n_rows * n_cols
+        if not specs:
             continue
-        height, width = p.heights[t], p.widths[t]
-        # a spec normalized to this granularity, with its slice's extent on that axis
-        row_of = {"T": ("T", h) if h < height else ("F", height),
-                  "K": ("K", k) if k < height else ("F", height), "F": ("F", height)}
-        col_of = {"T": ("T", w) if w < width else ("F", width),
-                  "K": ("K", k) if k < width else ("F", width), "F": ("F", width)}
-        adds, whole = 0, False
-        for found in roles.values():
-            specs: dict[tuple[str, str], int] = {}
-            for r, c, seeds in found:
-                if seeds & active:
-                    (rows, n_rows), (cols, n_cols) = row_of[r], col_of[c]
-                    specs[rows, cols] = n_rows * n_cols
-            if not specs:
-                continue
-            if ("F", "F") in specs:
-                whole = True  # the whole tensor: its other roles' slices are in it
-                break
-            if len(specs) == 1:
-                adds += next(iter(specs.values()))
-                continue
-            rows = {r for r, _ in specs}
-            cols = {c for _, c in specs}
-            merged = {"T", "K"} <= rows or {"T", "K"} <= cols
-            adds += max(specs.values()) if merged else sum(specs.values())
-        ws += height * width if whole else adds
-    return ws
+        if ("F", "F") in specs:
+            return height * width  # the whole tensor: its other roles' slices are in it
+        if len(specs) == 1:
+            adds += next(iter(specs.values()))
+            continue
+        rows = {r for r, _ in specs}
+        cols = {c for _, c in specs}
+        merged = {"T", "K"} <= rows or {"T", "K"} <= cols
+        adds += max(specs.values()) if merged else sum(specs.values())
+    return adds
 
 
 def load_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,

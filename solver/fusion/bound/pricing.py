@@ -25,7 +25,8 @@ from solver.fusion.context import ScoringContext
 from solver.fusion.floors import (
     any_order_floor,
     firing_floors,
-    first_step_floor,
+    first_step_terms,
+    kept_in_first_step,
     load_floor,
     op_floors,
     peak_fits,
@@ -43,6 +44,8 @@ both modes (reference machine, one core): within 0.6-1.7x of it on each, but for
 ``per_native_k`` (3.9x, of 0.15 s). A clock tick per op set priced, as before, charged 13
 ``per_op`` a seventeenth of its 26 ms an op set, and its deterministic solves ran into the
 wall-clock backstop at 30 s."""
+FirstStepTerms = dict[Granularity, tuple[int, dict[int, int]]]
+"""``floors.first_step_terms`` by granularity, shared by the arrivals of one op set."""
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
@@ -75,9 +78,10 @@ def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced
     everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
     charge(OP_SET_S)
     out = []
+    terms: FirstStepTerms = {}  # every arrival checks the same first steps
     for resident, kept, relaxed in [everything] if arrivals is None else \
             [(resident, kept, False) for resident, kept in arrivals]:
-        found = least(ctx, shape, resident, kept, relaxed, splits)
+        found = least(ctx, shape, resident, kept, relaxed, splits, terms=terms)
         if found is not None:
             out.append(Priced(ops, resident, kept, found[0], relaxed, found[1]))
     return out
@@ -115,18 +119,21 @@ Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 
 
 def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
-           kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None
-           ) -> tuple[int, bool] | None:
+           kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None,
+           terms: FirstStepTerms | None = None) -> tuple[int, bool] | None:
     """The least latency over every granularity that may fit and whether it is exact (not
     a range's floor), None if none can.
 
-    Best first: cells wait in a heap under a floor (first their tile compute, then their
-    priced floor, then, for single values, the exact per-step floor); the cheapest is
-    priced, split in two along its widest range, or, once exact, is the answer, since
+    Best first: cells wait in a heap under a floor (the starting ones in groups of every
+    depth, first under their tile compute, then also under the loads of their largest
+    values; then each cell under its priced floor, then, for single values, the exact
+    per-step floor); the cheapest is cut into its cells (a group), priced, split in two
+    along its widest range, or, once exact, is the answer, since
     every other cell's floor is at least as high. A range is priced at its favourable
     ends, so a wide one can look cheaper than any value in it; splitting removes that.
     Past ``splits`` splits or ``deadline`` the heap's least floor is returned (still a
-    bound). The work is charged to the running solve's clock (``FIRST_STEP_S``)."""
+    bound). The work is charged to the running solve's clock (``FIRST_STEP_S``).
+    ``terms``: the first steps' terms found so far for this op set (other arrivals')."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     if not relaxed and ctx.rules.retained_output_ws == "accumulate":
@@ -139,17 +146,27 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     spatial, depths, compute_of, feeds = _cells(ctx, shape)
 
     room = floor_int(ctx.capacity) - held  # working sets are whole elements
+    first_room = room - kept_in_first_step(ctx, templates, ws_kept)
     fitting: dict[Granularity, bool] = {}
+    shared = {} if terms is None else terms
 
     def fits(w: int, h: int, k: int) -> bool:
-        """Whether a first step at these values may fit (cells share corners: memoized)."""
-        found = fitting.get((w, h, k))
+        """Whether a first step at these values may fit (``floors.first_step_floor``;
+        cells share corners: memoized)."""
+        gran = (w, h, k)
+        found = fitting.get(gran)
         if found is None:
-            found = fitting[w, h, k] = \
-                first_step_floor(ctx, templates, (w, h, k), resident, ws_kept) <= room
+            if gran not in shared:
+                shared[gran] = first_step_terms(ctx, templates, gran)
+            outputs, loaded = shared[gran]
+            found = fitting[gran] = \
+                outputs + sum(n for t, n in loaded.items() if t not in resident) <= first_room
         return found
 
     floors = peaks = 0  # the work done, besides the first steps checked (``fitting``)
+    if not fits(1, 1, 1):  # the least corner of every cell: none fits (no cell walked)
+        charge(FIRST_STEP_S)
+        return None
 
     def floor(cell: Cell) -> tuple[int, Cell] | None:
         """The cell's floor and the cell cut to the values whose first step may fit (the
@@ -176,22 +193,32 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                    load_floor(ctx, templates, (w1, h1, k1), resident) * ctx.per_element
                    + written), cell
 
-    PRICED, EXACT = 1, 0  # at equal floors the exact one pops first
-    heap: list[tuple[int, int, Cell]] = []
-    next_start = 0  # spatial cells taken
+    # at equal floors the exact one pops first, then groups (as starting cells joined the
+    # heap before its least was split: else a split budget may run out on a tie)
+    EXACT, GROUP, LOADED, PRICED = range(4)
+    # a group: one spatial cell at every depth, under its tile compute, then (LOADED) also
+    # under the loads of its largest values; its depth cells are priced only when it pops
+    heap: list[tuple[int, int, tuple]] = [(units, GROUP, (w, h)) for units, w, h in spatial]
     try:
-        while heap or next_start < len(spatial):
-            if next_start < len(spatial) and (not heap or spatial[next_start][0] <= heap[0][0]):
-                # starting cells join the heap in order of their tile compute, a floor of theirs
-                _, w, h = spatial[next_start]
-                for k in depths:
-                    if (priced := floor((w, h, k))) is not None:
-                        heapq.heappush(heap, (priced[0], PRICED, priced[1]))
-                next_start += 1
-                continue
+        while heap:
             units, stage, cell = heapq.heappop(heap)
             if stage == EXACT:
                 return units, True
+            if stage == GROUP:
+                (w0, w1), (h0, h1) = cell
+                if not fits(w0, h0, 1):
+                    continue
+                floors += 1
+                loads = load_floor(ctx, templates, (w1, h1, depths[-1][1]), resident) \
+                    * ctx.per_element + written
+                if loads > units:
+                    heapq.heappush(heap, (loads, LOADED, cell))
+                    continue
+            if stage in (GROUP, LOADED):
+                for k in depths:
+                    if (priced := floor((*cell, k))) is not None:
+                        heapq.heappush(heap, (priced[0], PRICED, priced[1]))
+                continue
             widest = max(range(3), key=lambda axis: cell[axis][1] - cell[axis][0])
             lo, hi = cell[widest]
             if lo == hi:
