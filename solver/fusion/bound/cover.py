@@ -49,6 +49,10 @@ LEVEL_SOLVE_S = 0.5
 """Most time the cover of every op set up to one size gets while pricing goes on."""
 REFINE_FACTOR = 32
 """Each refinement of a price the cover picks allows this factor more range splits."""
+MOST_SPLITS = QUICK_SPLITS * REFINE_FACTOR**2
+"""A price is refined no further once its splits reach this: on benchmark 7 ``per_op`` one
+op set's next refinement (524,288 splits) took the 23 s left of a 30-s solve and stayed
+a range's floor, where 16,384 splits make most prices exact within 2 s."""
 IDLE_ROUNDS = 2
 """Refinement rounds in a row that leave the cover where it was before refining stops
 (one such round may only have swapped a tie; benchmark 7 ``per_op`` spent 20 s more on
@@ -97,8 +101,9 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
 
     Every op set is first priced with ``QUICK_SPLITS``; then, while time is left, the
     prices the cover's optimum picks that are not exact are refined (``REFINE_FACTOR``
-    times their splits each time) and the cover solved again: only those can hold the
-    bound down. Refining stops after ``IDLE_ROUNDS`` rounds that raise nothing.
+    times their splits each time, up to ``MOST_SPLITS``) and the cover solved again: only
+    those can hold the bound down. Refining stops after ``IDLE_ROUNDS`` rounds that raise
+    nothing.
 
     Op sets are priced smallest first, and each time every op set up to a size is priced
     while the pace so far says not all will be, that cover is solved too (at most
@@ -134,7 +139,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     while True:
         value, optimal, chosen = _solve_cover(ctx, priced, fillers, deadline)
         best, idle = max(best, value), 0 if value > best else idle + 1
-        loose = [i for i in chosen if not priced[i].exact]
+        loose = [i for i in chosen if not priced[i].exact and priced[i].splits < MOST_SPLITS]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or idle >= IDLE_ROUNDS or now() > refine_ends:
             return CoverBound(best, done, complete, optimal)
