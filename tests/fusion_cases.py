@@ -19,6 +19,22 @@ from solver.fusion.simulate import NAMED_ORDERS
 NATIVES = [[32, 32], [64, 32], [32, 64], [16, 16], [32, 32, 16], [128, 128]]
 MAX_STEPS = 300
 
+FITS_ONLY_AT_A_DEEPER_K = {
+    "widths": [4, 2, 2, 4, 4, 2, 2, 2, 4, 2, 2],
+    "heights": [8, 4, 4, 4, 4, 4, 4, 8, 8, 8, 8],
+    "inputs": [[1], [3], [5], [0, 2], [0, 4], [8, 6], [7, 9]],
+    "outputs": [[2], [4], [6], [7], [8], [9], [10]],
+    "base_costs": [10, 10, 10, 100, 100, 100, 10],
+    "op_types": ["Pointwise", "Pointwise", "Pointwise", "MatMul", "MatMul", "MatMul",
+                 "Pointwise"],
+    "fast_memory_capacity": 37, "slow_memory_bandwidth": 10,
+    "native_granularity": [8, 8, 8]}
+"""A subgraph whose first step fits at 1 x 1 x 4 and not at 1 x 1 x 1: in ``{R1 = A @ B,
+U = A @ C, R2 = U @ D, E = R1 + R2}`` (ops 3-6) the root R1 loads a k-slice of A and the
+head U all of A's width, two slices of one tensor until k reaches that width, one after
+(S11.1). With B, C and D resident (tensors 2, 4, 6) the first step holds 6, 7, 8 elements
+at 1 x 1 x k for k = 1, 2, 3 and 5 at k = 4, in a room of 5."""
+
 
 @st.composite
 def problems(draw: st.DrawFn, max_ops: int = 6) -> dict[str, Any]:

@@ -27,7 +27,12 @@ from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
 from solver.fusion.solvers import solve
 from tests.conftest import MLSYS
-from tests.fusion_cases import problems, split_chain_problems, subgraph_cases
+from tests.fusion_cases import (
+    FITS_ONLY_AT_A_DEEPER_K,
+    problems,
+    split_chain_problems,
+    subgraph_cases,
+)
 from tests.test_fusion_scorer import HYPOTHESIS, reference
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -77,6 +82,20 @@ def test_the_price_of_an_arrival_is_below_every_run_of_it_that_fits(case):
     for relaxed in (False, True):
         found = least(ctx, shape, resident, frozenset(retained_out), relaxed, QUICK_SPLITS)
         assert found is not None and found[0] <= trace.latency * ctx.unit
+
+
+def test_an_arrival_that_fits_only_at_a_deeper_k_is_priced():
+    """The first step's working set does not only grow with k (``FITS_ONLY_AT_A_DEEPER_K``):
+    the run at 1 x 1 x 4 fits, so the arrival has a price, at most that run's latency
+    (found by review: the price had been dropped when 1 x 1 x 1 did not fit)."""
+    ctx = ScoringContext(parse_problem(FITS_ONLY_AT_A_DEEPER_K))
+    g, ops, resident = ctx.graph, (3, 4, 5, 6), frozenset({2, 4, 6})
+    trace = reference(g, ops, (1, 1, 4), "raster", resident, frozenset(), ctx.rules)
+    assert trace.first_overflow is None
+    assert reference(g, ops, (1, 1, 1), "raster", resident, frozenset(),
+                     ctx.rules).first_overflow is not None
+    found = least(ctx, g.shape(ops), resident, frozenset(), False, QUICK_SPLITS)
+    assert found is not None and found[0] <= trace.latency * ctx.unit
 
 
 @HYPOTHESIS

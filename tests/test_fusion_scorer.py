@@ -11,13 +11,18 @@ from hypothesis import HealthCheck, given, settings
 from models.fusion import parse_problem
 from solver.fusion.closed_form import plan_of, templates_of
 from solver.fusion.evaluate import evaluate
-from solver.fusion.floors import firing_floors, first_step_floor, load_floor
+from solver.fusion.floors import (
+    firing_floors,
+    first_step_floor,
+    least_first_step,
+    load_floor,
+)
 from solver.fusion.problem import FusionGraph, Rules, legal_granularities, prologue_issue
 from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config, score_subgraph, tile_order
 from solver.fusion.simulate import NAMED_ORDERS, simulate
 from tests.conftest import MATMUL_CHAIN, MLSYS, SINGLE_MATMUL
-from tests.fusion_cases import shared_operand_cases, subgraph_cases
+from tests.fusion_cases import FITS_ONLY_AT_A_DEEPER_K, shared_operand_cases, subgraph_cases
 
 RULES = [Rules(), Rules(reduction_cost="per_op", epilogue_step="first", retained_output_ws="slice")]
 HYPOTHESIS = settings(max_examples=120, deadline=None, derandomize=True,
@@ -94,9 +99,8 @@ def test_search_floors_never_exceed_the_truth(case):
                         record=True).steps[0].working_set
     assert floor <= ws_first
     assert floor <= trace.ws_peak
-    # best_config rules a subgraph out when even the least tile cannot fit its first step
-    assert held + first_step_floor(ctx, templates, (1, 1, 1), retained_in,
-                                   retained_out) <= floor
+    # best_config and pricing rule a subgraph out when no granularity's first step fits
+    assert held + least_first_step(ctx, templates, retained_in, retained_out) <= floor
     assert first.latency == trace.latency
 
 
@@ -113,6 +117,17 @@ def test_best_config_is_the_best_legal_candidate(problem):
                   for trav in NAMED_ORDERS]
         fitting = [(s.latency, -gran[0] * gran[1]) for s, gran in scores if s.fits]
         assert best is not None and (best.latency, -best.gran[0] * best.gran[1]) == min(fitting)
+
+
+def test_a_subgraph_that_fits_only_at_a_deeper_k_gets_a_config():
+    """``FITS_ONLY_AT_A_DEEPER_K``: nothing fits at 1 x 1 x 1, a run at 1 x 1 x 4 does; the
+    search had ruled the subgraph out on the 1 x 1 x 1 first step alone."""
+    ctx = ScoringContext(parse_problem(FITS_ONLY_AT_A_DEEPER_K))
+    ops, resident = (3, 4, 5, 6), {2, 4, 6}
+    assert not score_subgraph(ctx, ops, (1, 1, 1), "raster", resident, ()).fits
+    found = best_config(ctx, ops, resident)
+    assert found is not None and found.gran[2] == 4
+    assert score_subgraph(ctx, ops, found.gran, found.traversal, resident, ()).fits
 
 
 def test_example_4_snake_beats_raster_and_the_search_finds_better_still():

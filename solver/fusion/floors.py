@@ -4,8 +4,9 @@ cover bound prices op sets with (``bound/``).
 
 * per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``);
 * from a subgraph's templates: its firings' compute (``firing_floors``), the elements it
-  must load (``load_floor``) and its first step's working set (``first_step_floor``), none
-  of which needs a ``Plan``;
+  must load (``load_floor``) and its first step's working set (``first_step_floor``, its
+  terms apart for sharing: ``first_step_terms``, and its least over every granularity:
+  ``least_first_step``, ``least_first_step_terms``), none of which needs a ``Plan``;
 * from a plan's steps: the least latency of every traversal (``any_order_floor``) and
   whether some traversal's peak may fit (``peak_fits``).
 """
@@ -137,6 +138,64 @@ def first_step_terms(ctx: ScoringContext, tpl: Templates, gran: Granularity
                   for t, roles in tpl.by_tensor.items()}
 
 
+def least_first_step(ctx: ScoringContext, tpl: Templates, resident: frozenset[int],
+                     kept: frozenset[int]) -> int:
+    """A lower bound on ``first_step_floor`` at every granularity: whether any can fit
+    (``least_first_step_terms``; memoized per op set, every arrival asks it)."""
+    outputs, loads = ctx.memo("least first step", tpl.shape.ops,
+                              lambda: least_first_step_terms(ctx, tpl))
+    return outputs + kept_in_first_step(ctx, tpl, kept) + sum(
+        n for t, n in loads.items() if t not in resident)
+
+
+def least_first_step_terms(ctx: ScoringContext, tpl: Templates,
+                           tile: tuple[int, int] | None = None) -> tuple[int, dict[int, int]]:
+    """``first_step_terms`` at their least over every granularity (with ``tile``, every
+    one of that w x h), per tensor apart: an output tile holds at least one element.
+
+    Not the terms at 1 x 1 x 1: a tensor's first-step slices grow with w, h and k only
+    until an axis reaches one of its extents, where a tile or k-slice becomes the whole
+    axis and may merge with a slice of another role (a root's k-slice of an LHS and a
+    head's full-width slice of it, once k reaches the width), or until k reaches the
+    deepest root, where every seed is active in the first step. So each tensor is taken
+    at its least over the corners where those regions start (``_region_starts``)."""
+    starts = ctx.memo("first step regions", tpl.shape.ops, lambda: _region_starts(ctx, tpl))
+    if tile is None:
+        outputs = len(tpl.shape.outputs)
+    else:
+        outputs = _first_step_outputs(ctx, tpl, (*tile, 1))[0]
+    loads = {}
+    for t, roles in tpl.by_tensor.items():
+        ws, hs, ks = starts[t]
+        if tile is not None:
+            ws, hs = (tile[0],), (tile[1],)
+        loads[t] = min(_first_step_load(ctx, t, roles, (w, h, k), active)
+                       for w in ws for h in hs for k, active in ks)
+    return outputs, loads
+
+
+def _region_starts(ctx: ScoringContext, tpl: Templates
+                   ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...],
+                                        tuple[tuple[int, int], ...]]]:
+    """Per tensor the op set loads, the values of w, of h and of k (with the seeds active
+    there) where its first-step load may fall: 1, where a tile spec reaches its width
+    (height), where a k-step spec reaches the extent it runs along, and for k where the
+    first step becomes the last (the deepest root)."""
+    p = ctx.problem
+    deepest = max(tpl.root_depths, default=1)
+    out = {}
+    for t, roles in tpl.by_tensor.items():
+        height, width = p.heights[t], p.widths[t]
+        specs = [(r, c) for found in roles.values() for r, c, _ in found]
+        ws = {1} | ({width} if any(c == "T" for _, c in specs) and width <= ctx.nw else set())
+        hs = {1} | ({height} if any(r == "T" for r, _ in specs) and height <= ctx.nh else set())
+        ks = {1, deepest} | ({height} if any(r == "K" for r, _ in specs) else set()) \
+            | ({width} if any(c == "K" for _, c in specs) else set())
+        out[t] = (tuple(ws), tuple(hs),
+                  tuple((k, _active_seeds(ctx, tpl, k)) for k in ks if k <= ctx.nk))
+    return out
+
+
 def kept_in_first_step(ctx: ScoringContext, tpl: Templates, kept: frozenset[int]) -> int:
     """What retaining ``kept`` adds to the first step: under the accumulate rule, every
     retained intermediate whole."""
@@ -150,10 +209,16 @@ def _first_step_outputs(ctx: ScoringContext, tpl: Templates, gran: Granularity
     """The first step's output tiles, and the seeds it serves (bit mask)."""
     w, h, k = gran
     p = ctx.problem
+    return (sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in tpl.shape.outputs),
+            _active_seeds(ctx, tpl, k))
+
+
+def _active_seeds(ctx: ScoringContext, tpl: Templates, k: int) -> int:
+    """The seeds the first step serves (bit mask): the roots' alone, unless it is also
+    the last k-step or the epilogue runs in the first one."""
     nks = max((ceil_div(depth, k) for depth in tpl.root_depths), default=1)
-    active = (1 << len(tpl.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
+    return (1 << len(tpl.seeds)) - 1 if nks == 1 or ctx.rules.epilogue_step == "first" \
         else tpl.root_seeds
-    return sum(min(w, p.widths[t]) * min(h, p.heights[t]) for t in tpl.shape.outputs), active
 
 
 def _first_step_load(ctx: ScoringContext, t: int, roles: dict[str, list[tuple[str, str, int]]],

@@ -30,6 +30,7 @@ from solver.fusion.floors import (
     firing_floors,
     first_step_floor,
     floor_shape,
+    least_first_step,
     load_floor,
     op_floor,
     op_weight,
@@ -149,8 +150,8 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
     the wait."""
     templates = templates_of(ctx, shape.ops)
-    if held + first_step_floor(ctx, templates, (1, 1, 1), resident, kept) > ctx.capacity:
-        return None  # the first step's working set only grows with w, h and k
+    if held + least_first_step(ctx, templates, resident, kept) > ctx.capacity:
+        return None  # no granularity's first step fits
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
     loaded_resident = resident & frozenset(shape.inputs)
     by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))

@@ -44,7 +44,9 @@ COVER_TIME_S, COVER_SHARE = 1.0, 0.05
 """Time kept for solving the cover: at least this, or this share of what is left. The
 cover of benchmark 5 (2,343 op sets, every arrival priced) solves in 0.07 s; pricing is
 what needs the time, and a cover cut short still proves a valid bound."""
-COST_RESOLUTION = 2**60
+COST_RESOLUTION = 2**53
+"""Cover costs are rounded (down) to at most this many steps of their total: CP-SAT
+reports its proven bound as a double, exact only below 2**53."""
 LEVEL_SOLVE_S = 0.5
 """Most time the cover of every op set up to one size gets while pricing goes on."""
 REFINE_FACTOR = 32
@@ -64,11 +66,13 @@ class CoverBound:
     """The bound, and how much of the problem was priced exactly."""
 
     value: Fraction
+    """The best proven bound among the covers solved: the last one, or the cover of every
+    op set up to some size, solved while pricing went on."""
     sets_priced: int
     complete: bool
     """Every connected op set was priced (no op fell back to a filler)."""
     optimal: bool
-    """CP-SAT solved the cover to optimality (else ``value`` is its proven bound)."""
+    """CP-SAT solved the last cover to optimality (else its proven bound stands for it)."""
 
 
 @dataclass(frozen=True)
@@ -121,24 +125,26 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     pricing_ends = deadline - kept_for_cover()
     priced: list[Priced] = []
     best = Fraction(0)
-    done, started = 0, now()
+    done, pricing_s = 0, 0.0  # op sets priced, and the time pricing them took
     for ops in sets.sets:
         if now() > pricing_ends:
             break
         if done and len(ops) > len(sets.sets[done - 1]) and \
-                now() + (now() - started) / done * (len(sets.sets) - done) > pricing_ends:
+                now() + pricing_s / done * (len(sets.sets) - done) > pricing_ends:
             # every smaller op set is priced, and at this pace not every op set will be
             value, _, _ = _solve_cover(ctx, priced, make_fillers(ctx, sets.sets[:done]),
                                        min(pricing_ends, now() + LEVEL_SOLVE_S))
             best = max(best, value)
+        started = now()
         priced.extend(price(ctx, ops, QUICK_SPLITS))
-        done += 1
+        done, pricing_s = done + 1, pricing_s + now() - started
     complete = sets.complete and done == len(sets.sets)
     fillers = None if complete else make_fillers(ctx, sets.sets[:done])
-    idle = 0
+    idle, last = 0, Fraction(-1)
     while True:
         value, optimal, chosen = _solve_cover(ctx, priced, fillers, deadline)
-        best, idle = max(best, value), 0 if value > best else idle + 1
+        # idle: the refined cover is where it was (a level's cover may stay above it)
+        best, idle, last = max(best, value), 0 if value > last else idle + 1, value
         loose = [i for i in chosen if not priced[i].exact and priced[i].splits < MOST_SPLITS]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or idle >= IDLE_ROUNDS or now() > refine_ends:

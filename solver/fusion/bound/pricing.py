@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import floor as floor_int
 
 from solver.deadline import charge, now
@@ -27,6 +27,8 @@ from solver.fusion.floors import (
     firing_floors,
     first_step_terms,
     kept_in_first_step,
+    least_first_step,
+    least_first_step_terms,
     load_floor,
     op_floors,
     peak_fits,
@@ -44,8 +46,14 @@ both modes (reference machine, one core): within 0.6-1.7x of it on each, but for
 ``per_native_k`` (3.9x, of 0.15 s). A clock tick per op set priced, as before, charged 13
 ``per_op`` a seventeenth of its 26 ms an op set, and its deterministic solves ran into the
 wall-clock backstop at 30 s."""
-FirstStepTerms = dict[Granularity, tuple[int, dict[int, int]]]
-"""``floors.first_step_terms`` by granularity, shared by the arrivals of one op set."""
+@dataclass
+class FirstSteps:
+    """First steps' terms (output tiles, and what each tensor adds) shared by the arrivals
+    of one op set: ``floors.first_step_terms`` by granularity, and their least over every
+    k at a w x h (``floors.least_first_step_terms``) by (w, h)."""
+
+    at: dict[Granularity, tuple[int, dict[int, int]]] = field(default_factory=dict)
+    least_at: dict[tuple[int, int], tuple[int, dict[int, int]]] = field(default_factory=dict)
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
@@ -78,7 +86,7 @@ def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced
     everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
     charge(OP_SET_S)
     out = []
-    terms: FirstStepTerms = {}  # every arrival checks the same first steps
+    terms = FirstSteps()  # every arrival checks the same first steps
     for resident, kept, relaxed in [everything] if arrivals is None else \
             [(resident, kept, False) for resident, kept in arrivals]:
         found = least(ctx, shape, resident, kept, relaxed, splits, terms=terms)
@@ -120,7 +128,7 @@ Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 
 def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
            kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None,
-           terms: FirstStepTerms | None = None) -> tuple[int, bool] | None:
+           terms: FirstSteps | None = None) -> tuple[int, bool] | None:
     """The least latency over every granularity that may fit and whether it is exact (not
     a range's floor), None if none can.
 
@@ -148,7 +156,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     room = floor_int(ctx.capacity) - held  # working sets are whole elements
     first_room = room - kept_in_first_step(ctx, templates, ws_kept)
     fitting: dict[Granularity, bool] = {}
-    shared = {} if terms is None else terms
+    shared = FirstSteps() if terms is None else terms
 
     def fits(w: int, h: int, k: int) -> bool:
         """Whether a first step at these values may fit (``floors.first_step_floor``;
@@ -156,21 +164,25 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         gran = (w, h, k)
         found = fitting.get(gran)
         if found is None:
-            if gran not in shared:
-                shared[gran] = first_step_terms(ctx, templates, gran)
-            outputs, loaded = shared[gran]
-            found = fitting[gran] = \
-                outputs + sum(n for t, n in loaded.items() if t not in resident) <= first_room
+            if gran not in shared.at:
+                shared.at[gran] = first_step_terms(ctx, templates, gran)
+            found = fitting[gran] = _held(shared.at[gran], resident) <= first_room
         return found
 
-    floors = peaks = 0  # the work done, besides the first steps checked (``fitting``)
-    if not fits(1, 1, 1):  # the least corner of every cell: none fits (no cell walked)
-        charge(FIRST_STEP_S)
-        return None
+    def any_depth_fits(w: int, h: int) -> bool:
+        """Whether a first step at w x h and some k may fit (``least_first_step_terms``)."""
+        nonlocal least_at
+        if (w, h) not in shared.least_at:
+            least_at += 1
+            shared.least_at[w, h] = least_first_step_terms(ctx, templates, (w, h))
+        return _held(shared.least_at[w, h], resident) <= first_room
+
+    floors = peaks = least_at = 0  # the work done, besides first steps checked (``fitting``)
 
     def floor(cell: Cell) -> tuple[int, Cell] | None:
-        """The cell's floor and the cell cut to the values whose first step may fit (the
-        working set grows on every axis), None if none does or S6.4 rules all out."""
+        """The cell's floor and the cell cut to the values whose first step may fit (within
+        a cell the working set grows on every axis: its ranges stop short of every extent and
+        root depth, where slices merge), None if none does or S6.4 rules all out."""
         nonlocal floors
         floors += 1
         (w0, w1), (h0, h1), (k0, k1) = cell
@@ -200,13 +212,17 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     # under the loads of its largest values; its depth cells are priced only when it pops
     heap: list[tuple[int, int, tuple]] = [(units, GROUP, (w, h)) for units, w, h in spatial]
     try:
+        if least_first_step(ctx, templates, resident, ws_kept) > room:
+            return None  # no granularity's first step fits: no cell walked
         while heap:
             units, stage, cell = heapq.heappop(heap)
             if stage == EXACT:
                 return units, True
             if stage == GROUP:
                 (w0, w1), (h0, h1) = cell
-                if not fits(w0, h0, 1):
+                # the least w x h of the group at k = 1 (its first cell checks it anyway),
+                # else at its least over every k
+                if not fits(w0, h0, 1) and not any_depth_fits(w0, h0):
                     continue
                 floors += 1
                 loads = load_floor(ctx, templates, (w1, h1, depths[-1][1]), resident) \
@@ -238,7 +254,14 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                     heapq.heappush(heap, (priced[0], PRICED, priced[1]))
         return None
     finally:
-        charge(len(fitting) * FIRST_STEP_S + floors * FLOOR_S + peaks * PEAK_S)
+        charge((len(fitting) + 1 + 4 * least_at) * FIRST_STEP_S + floors * FLOOR_S
+               + peaks * PEAK_S)
+
+
+def _held(terms: tuple[int, dict[int, int]], resident: frozenset[int]) -> int:
+    """A first step's working set from its terms, without the resident tensors."""
+    outputs, loaded = terms
+    return outputs + sum(n for t, n in loaded.items() if t not in resident)
 
 
 Feeds = list[tuple[int, int]]
