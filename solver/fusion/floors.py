@@ -183,16 +183,20 @@ def _region_starts(ctx: ScoringContext, tpl: Templates
     first step becomes the last (the deepest root)."""
     p = ctx.problem
     deepest = max(tpl.root_depths, default=1)
+    shallow, deep = _active_seeds(ctx, tpl, 1), _active_seeds(ctx, tpl, deepest)
     out = {}
     for t, roles in tpl.by_tensor.items():
         height, width = p.heights[t], p.widths[t]
-        specs = [(r, c) for found in roles.values() for r, c, _ in found]
-        ws = {1} | ({width} if any(c == "T" for _, c in specs) and width <= ctx.nw else set())
-        hs = {1} | ({height} if any(r == "T" for r, _ in specs) and height <= ctx.nh else set())
-        ks = {1, deepest} | ({height} if any(r == "K" for r, _ in specs) else set()) \
-            | ({width} if any(c == "K" for _, c in specs) else set())
-        out[t] = (tuple(ws), tuple(hs),
-                  tuple((k, _active_seeds(ctx, tpl, k)) for k in ks if k <= ctx.nk))
+        rows = {r for found in roles.values() for r, _, _ in found}
+        cols = {c for found in roles.values() for _, c, _ in found}
+        ks = {1, deepest}
+        if "K" in rows:
+            ks.add(height)
+        if "K" in cols:
+            ks.add(width)
+        out[t] = ((1, width) if "T" in cols and width <= ctx.nw else (1,),
+                  (1, height) if "T" in rows and height <= ctx.nh else (1,),
+                  tuple((k, deep if k >= deepest else shallow) for k in ks if k <= ctx.nk))
     return out
 
 

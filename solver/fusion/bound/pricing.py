@@ -212,7 +212,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     # under the loads of its largest values; its depth cells are priced only when it pops
     heap: list[tuple[int, int, tuple]] = [(units, GROUP, (w, h)) for units, w, h in spatial]
     try:
-        if least_first_step(ctx, templates, resident, ws_kept) > room:
+        if not fits(1, 1, 1) and least_first_step(ctx, templates, resident, ws_kept) > room:
             return None  # no granularity's first step fits: no cell walked
         while heap:
             units, stage, cell = heapq.heappop(heap)
@@ -254,7 +254,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                     heapq.heappush(heap, (priced[0], PRICED, priced[1]))
         return None
     finally:
-        charge((len(fitting) + 1 + 4 * least_at) * FIRST_STEP_S + floors * FLOOR_S
+        charge((len(fitting) + 4 * least_at) * FIRST_STEP_S + floors * FLOOR_S
                + peaks * PEAK_S)
 
 
