@@ -2,7 +2,8 @@
 (``closed_form.py``): what the best-config search prunes with (``score.py``) and what the
 cover bound prices op sets with (``bound/``).
 
-* per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``);
+* per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``;
+  summed over an op set at many tile sizes: ``tile_compute_table``);
 * from a subgraph's templates: its firings' compute (``firing_floors``), the elements it
   must load (``load_floor``) and its first step's working set (``first_step_floor``, its
   terms apart for sharing: ``first_step_terms``, and its least over every granularity:
@@ -13,7 +14,7 @@ cover bound prices op sets with (``bound/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from solver.fusion.closed_form import (
     ALONG_COLUMN,
@@ -313,6 +314,27 @@ def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[in
         return found
 
     return at
+
+
+def tile_compute_table(ctx: ScoringContext, shape: SubgraphShape, ws: Sequence[int],
+                       hs: Sequence[int]) -> list[list[int]]:
+    """``op_floor`` summed over the op set at every ``w`` in ``ws`` (outer) and ``h`` in
+    ``hs`` (inner), exactly: a tiled op's area is its padded rows at h times its padded
+    columns at w, so ops of one output shape share those factors and a table of n ops is
+    a few outer products (pricing asks it of every op set, at hundreds of tiles)."""
+    untiled = 0
+    weights: dict[tuple[int, int], int] = {}
+    for q in shape.ops:
+        rows, cols, tiled = floor_shape(ctx, shape, q)
+        if tiled:
+            weights[rows, cols] = weights.get((rows, cols), 0) + op_weight(ctx, q)
+        else:
+            untiled += op_weight(ctx, q) * rows * cols
+    factors = [(weight, [_padded(rows, h, ctx.nh) * ctx.nh for h in hs],
+                [_padded(cols, w, ctx.nw) * ctx.nw for w in ws])
+               for (rows, cols), weight in weights.items()]
+    return [[untiled + sum(weight * by_h[j] * by_w[i] for weight, by_h, by_w in factors)
+             for j in range(len(hs))] for i in range(len(ws))]
 
 
 def least_compute(ctx: ScoringContext, q: int) -> int:

@@ -9,7 +9,8 @@ open ranges between them; cells are searched best first and split where they hol
 least floor (``least``). A single-value cell is priced exactly per step
 (``floors.any_order_floor``) and checked against the capacity at every step
 (``floors.peak_fits``); a range at its favourable ends: counts and traffic at the largest
-values (they only fall as tiles grow), working set at the smallest (it only grows).
+values (they only fall as tiles grow), working set at the smallest (within a cell, which
+stops short of every extent and root depth, it only grows).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from solver.fusion.floors import (
     load_floor,
     op_floors,
     peak_fits,
+    tile_compute_table,
 )
 from solver.fusion.problem import SubgraphShape, prologue_feeds
 
@@ -46,6 +48,8 @@ both modes (reference machine, one core): within 0.6-1.7x of it on each, but for
 ``per_native_k`` (3.9x, of 0.15 s). A clock tick per op set priced, as before, charged 13
 ``per_op`` a seventeenth of its 26 ms an op set, and its deterministic solves ran into the
 wall-clock backstop at 30 s."""
+
+
 @dataclass
 class FirstSteps:
     """First steps' terms (output tiles, and what each tensor adds) shared by the arrivals
@@ -54,6 +58,8 @@ class FirstSteps:
 
     at: dict[Granularity, tuple[int, dict[int, int]]] = field(default_factory=dict)
     least_at: dict[tuple[int, int], tuple[int, dict[int, int]]] = field(default_factory=dict)
+
+
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
@@ -292,20 +298,24 @@ def _cells(ctx: ScoringContext, shape: SubgraphShape) -> Cells:
         cuts = {p.heights[t] for t in tensors} | {p.widths[t] for t in tensors}
         matmuls = [q for q in shape.ops if g.is_matmul(q)]
         cuts |= {g.reduction_length(q) for q in matmuls}
-        floors = [op_floors(ctx, shape, q) for q in shape.ops]
         deepest = min([ctx.nk] + [g.reduction_length(q) for q in matmuls])
         depths = axis_cells(deepest, cuts) if matmuls else [(1, 1)]
         feeds = [(g.reduction_length(q), 0 if side == "LHS" else 1)
                  for q, side, _, _ in prologue_feeds(g, shape)]
-        spatial = sorted((sum(at(w[1], h[1]) for at in floors), w, h)
-                         for w in axis_cells(ctx.nw, cuts) for h in axis_cells(ctx.nh, cuts)
-                         ) if _allowed(((1, ctx.nw), (1, ctx.nh), depths[-1]), feeds) else []
+        spatial: Spatial = []
+        if _allowed(((1, ctx.nw), (1, ctx.nh), depths[-1]), feeds):
+            ws, hs = axis_cells(ctx.nw, cuts), axis_cells(ctx.nh, cuts)
+            table = tile_compute_table(ctx, shape, [hi for _, hi in ws], [hi for _, hi in hs])
+            spatial = sorted((table[i][j], w, h) for i, w in enumerate(ws)
+                             for j, h in enumerate(hs))
         templates = templates_of(ctx, shape.ops)
         found: dict[tuple[Granularity, int], int] = {}
+        floors: list[Callable[[int, int], int]] = []  # per op, when a cell is first priced
 
         def compute_of(gran: Granularity, least_k: int) -> int:
             if (gran, least_k) not in found:
                 w, h, _ = gran
+                floors[:] = floors or [op_floors(ctx, shape, q) for q in shape.ops]
                 firings = firing_floors(ctx, templates, gran, least_k=least_k)
                 found[gran, least_k] = sum(max(at(w, h), firings.get(q, 0))
                                            for q, at in zip(shape.ops, floors, strict=True))
