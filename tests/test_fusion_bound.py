@@ -20,8 +20,18 @@ from solver.fusion.bound import background, cover, cover_bound, forced_bound
 from solver.fusion.bound.background import BackgroundCover
 from solver.fusion.bound.forced import forced_traffic, must_write
 from solver.fusion.bound.pricing import QUICK_SPLITS, axis_cells, least
+from solver.fusion.closed_form import templates_of
 from solver.fusion.cpsat import as_variants, cpsat_search, total
-from solver.fusion.floors import any_order_floor, peak_fits
+from solver.fusion.floors import (
+    any_order_floor,
+    first_step_floor,
+    kept_in_first_step,
+    least_first_step,
+    least_first_step_terms,
+    op_floor,
+    peak_fits,
+    tile_compute_table,
+)
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
@@ -64,6 +74,28 @@ def test_any_order_floor_and_peak_fits_hold_for_every_traversal(case):
     held = sum(g.size(t) for t in resident)
     assert peak_fits(ctx, ops, gran, frozenset(resident), frozenset(retained_out),
                      trace.ws_peak - held)
+
+
+@HYPOTHESIS
+@given(case=subgraph_cases())
+def test_pricing_tables_match_the_floors_they_stand_for(case):
+    """What pricing takes from tables equals or stays below the floors it stands for:
+    the tile-compute table is ``op_floor`` summed over the op set at each tile, and the
+    least first step at a w x h is at most the first step at that w x h and any k."""
+    g, ops, gran, _, retained_in, retained_out = case
+    ctx = ScoringContext(g)
+    shape, tpl = g.shape(ops), templates_of(ctx, ops)
+    w, h, _ = gran
+    ws, hs = sorted({1, w, ctx.nw}), sorted({1, h, ctx.nh})
+    table = tile_compute_table(ctx, shape, ws, hs)
+    assert table == [[sum(op_floor(ctx, shape, q, tw, th) for q in ops) for th in hs]
+                     for tw in ws]
+    resident, kept = frozenset(retained_in & shape.consumed), frozenset(retained_out)
+    outputs, loads = least_first_step_terms(ctx, tpl, (w, h))
+    at_tile = outputs + kept_in_first_step(ctx, tpl, kept) + sum(
+        n for t, n in loads.items() if t not in resident)
+    assert at_tile <= first_step_floor(ctx, tpl, gran, resident, kept)
+    assert least_first_step(ctx, tpl, resident, kept) <= at_tile
 
 
 @HYPOTHESIS
