@@ -143,10 +143,15 @@ def least_first_step(ctx: ScoringContext, tpl: Templates, resident: frozenset[in
                      kept: frozenset[int]) -> int:
     """A lower bound on ``first_step_floor`` at every granularity: whether any can fit
     (``least_first_step_terms``; memoized per op set, every arrival asks it)."""
-    outputs, loads = ctx.memo("least first step", tpl.shape.ops,
-                              lambda: least_first_step_terms(ctx, tpl))
-    return outputs + kept_in_first_step(ctx, tpl, kept) + sum(
-        n for t, n in loads.items() if t not in resident)
+    terms = ctx.memo("least first step", tpl.shape.ops, lambda: least_first_step_terms(ctx, tpl))
+    return held_in_first_step(terms, resident) + kept_in_first_step(ctx, tpl, kept)
+
+
+def held_in_first_step(terms: tuple[int, dict[int, int]], resident: frozenset[int]) -> int:
+    """A first step's working set from its terms (``first_step_terms`` or their least),
+    without the resident tensors and the retained ones."""
+    outputs, loaded = terms
+    return outputs + sum(n for t, n in loaded.items() if t not in resident)
 
 
 def least_first_step_terms(ctx: ScoringContext, tpl: Templates,
@@ -316,23 +321,29 @@ def op_floors(ctx: ScoringContext, shape: SubgraphShape, q: int) -> Callable[[in
     return at
 
 
+def compute_groups(ctx: ScoringContext, shape: SubgraphShape
+                   ) -> dict[tuple[int, int, bool], int]:
+    """The op set's ops by ``floor_shape``, with their ``op_weight`` summed: ops of one
+    output shape pay one area, so their compute floor at any tile is one product."""
+    groups: dict[tuple[int, int, bool], int] = {}
+    for q in shape.ops:
+        key = floor_shape(ctx, shape, q)
+        groups[key] = groups.get(key, 0) + op_weight(ctx, q)
+    return groups
+
+
 def tile_compute_table(ctx: ScoringContext, shape: SubgraphShape, ws: Sequence[int],
                        hs: Sequence[int]) -> list[list[int]]:
     """``op_floor`` summed over the op set at every ``w`` in ``ws`` (outer) and ``h`` in
-    ``hs`` (inner), exactly: a tiled op's area is its padded rows at h times its padded
-    columns at w, so ops of one output shape share those factors and a table of n ops is
-    a few outer products (pricing asks it of every op set, at hundreds of tiles)."""
-    untiled = 0
-    weights: dict[tuple[int, int], int] = {}
-    for q in shape.ops:
-        rows, cols, tiled = floor_shape(ctx, shape, q)
-        if tiled:
-            weights[rows, cols] = weights.get((rows, cols), 0) + op_weight(ctx, q)
-        else:
-            untiled += op_weight(ctx, q) * rows * cols
+    ``hs`` (inner), exactly: a tiled group's area (``compute_groups``) is its padded rows
+    at h times its padded columns at w, so the table is a few outer products (pricing
+    asks it of every op set, at hundreds of tiles)."""
+    groups = compute_groups(ctx, shape)
+    untiled = sum(weight * rows * cols for (rows, cols, tiled), weight in groups.items()
+                  if not tiled)
     factors = [(weight, [_padded(rows, h, ctx.nh) * ctx.nh for h in hs],
                 [_padded(cols, w, ctx.nw) * ctx.nw for w in ws])
-               for (rows, cols), weight in weights.items()]
+               for (rows, cols, tiled), weight in groups.items() if tiled]
     return [[untiled + sum(weight * by_h[j] * by_w[i] for weight, by_h, by_w in factors)
              for j in range(len(hs))] for i in range(len(ws))]
 

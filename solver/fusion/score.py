@@ -27,13 +27,12 @@ from solver.fusion.closed_form import (
 )
 from solver.fusion.context import ScoringContext, ScoringTimeout
 from solver.fusion.floors import (
+    compute_groups,
     firing_floors,
     first_step_floor,
-    floor_shape,
     least_first_step,
     load_floor,
     op_floor,
-    op_weight,
     peak_fits,
     tile_area,
 )
@@ -279,10 +278,7 @@ def _candidates(ctx: ScoringContext, shape: SubgraphShape
                 ) -> list[tuple[int, tuple[int, int, int], Granularity]]:
     """(tile-count compute floor, tie rank, granularity) of every legal granularity,
     largest first (the search pops from the end)."""
-    groups: dict[tuple[int, int, bool], int] = {}  # ops with one output shape share a factor
-    for q in shape.ops:
-        key = floor_shape(ctx, shape, q)
-        groups[key] = groups.get(key, 0) + op_weight(ctx, q)
+    groups = compute_groups(ctx, shape)  # ops with one output shape share a factor
     computes: dict[tuple[int, int], int] = {}
     out = []
     for gran in ctx.granularities(shape.ops):

@@ -27,6 +27,7 @@ from solver.fusion.floors import (
     any_order_floor,
     firing_floors,
     first_step_terms,
+    held_in_first_step,
     kept_in_first_step,
     least_first_step,
     least_first_step_terms,
@@ -172,7 +173,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if found is None:
             if gran not in shared.at:
                 shared.at[gran] = first_step_terms(ctx, templates, gran)
-            found = fitting[gran] = _held(shared.at[gran], resident) <= first_room
+            found = fitting[gran] = held_in_first_step(shared.at[gran], resident) <= first_room
         return found
 
     def any_depth_fits(w: int, h: int) -> bool:
@@ -181,7 +182,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if (w, h) not in shared.least_at:
             least_at += 1
             shared.least_at[w, h] = least_first_step_terms(ctx, templates, (w, h))
-        return _held(shared.least_at[w, h], resident) <= first_room
+        return held_in_first_step(shared.least_at[w, h], resident) <= first_room
 
     floors = peaks = least_at = 0  # the work done, besides first steps checked (``fitting``)
 
@@ -262,12 +263,6 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     finally:
         charge((len(fitting) + 4 * least_at) * FIRST_STEP_S + floors * FLOOR_S
                + peaks * PEAK_S)
-
-
-def _held(terms: tuple[int, dict[int, int]], resident: frozenset[int]) -> int:
-    """A first step's working set from its terms, without the resident tensors."""
-    outputs, loaded = terms
-    return outputs + sum(n for t, n in loaded.items() if t not in resident)
 
 
 Feeds = list[tuple[int, int]]
