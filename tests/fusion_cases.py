@@ -36,6 +36,21 @@ head U all of A's width, two slices of one tensor until k reaches that width, on
 at 1 x 1 x k for k = 1, 2, 3 and 5 at k = 4, in a room of 5."""
 
 
+PROLOGUE_WITH_AN_OUTPUT = {
+    "widths": [64, 64, 64, 64, 64, 64, 32, 32, 32, 32, 32, 32, 24, 24],
+    "heights": [64, 64, 96, 96, 96, 64, 96, 96, 96, 64, 64, 96, 32, 96],
+    "inputs": [[0], [2, 3, 2], [0, 0], [6, 6], [0, 9], [6, 6], [8, 12]],
+    "outputs": [[1], [4], [5], [7, 8], [10], [11], [13]],
+    "base_costs": [0.1, 169, 0.1, 2161, 778, 216, 0.1],
+    "op_types": ["Pointwise", "Pointwise", "Pointwise", "Pointwise", "MatMul", "Pointwise",
+                 "MatMul"],
+    "fast_memory_capacity": 20000, "slow_memory_bandwidth": 3,
+    "native_granularity": [64, 32]}
+"""Found by a stress run of the cover against the search: op 3 (Pointwise, 32 x 96) writes
+tensor 7, a subgraph output of {3, 6}, and makes tensor 8, the LHS of the MatMul op 6. At
+32 x 32 x 32 it fires on 32 x 32 k-slices of that LHS, at its area share, not on whole
+64-wide native tiles as a Pointwise op that only writes an output does."""
+
 @st.composite
 def problems(draw: st.DrawFn, max_ops: int = 6) -> dict[str, Any]:
     """A valid random problem as contest JSON."""

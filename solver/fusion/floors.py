@@ -14,7 +14,7 @@ cover bound prices op sets with (``bound/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from solver.fusion.closed_form import (
     ALONG_COLUMN,
@@ -40,7 +40,10 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     Only a tile's first k-step depends on the order, through the step before it: the last
     step of another tile, in its row, its column or neither. Each tile is priced entered
     from each of those with every slice and whole tensor any step can hold present; a
-    step's loads only fall as more is present, so that is the least any order pays.
+    step's loads only fall as more is present, so that is the least any order pays. But
+    one tile comes first, with nothing before it but the resident tensors: the least any
+    tile pays more for that is added (a 6-op chain's first tile loads its three weights;
+    the other seven of its column reuse them).
     """
     plan = plan_of(ctx, ops, gran)
     if plan.prone_rows or plan.prone_cols:
@@ -56,9 +59,14 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
                if possible]
     rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
     cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
-    return sum((r1 - r0) * (c1 - c0)
-               * min(run.tile(ri, ci, rel, everything).latency for rel in entries)
-               for ri, (r0, r1) in enumerate(rows) for ci, (c0, c1) in enumerate(cols))
+    total, first = 0, None
+    for ri, (r0, r1) in enumerate(rows):
+        for ci, (c0, c1) in enumerate(cols):
+            entered = min(run.tile(ri, ci, rel, everything).latency for rel in entries)
+            total += (r1 - r0) * (c1 - c0) * entered
+            cold = run.tile(ri, ci, (False, False), START).latency - entered
+            first = cold if first is None else min(first, cold)
+    return total + max(0, first or 0)
 
 
 def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
@@ -140,18 +148,23 @@ def first_step_terms(ctx: ScoringContext, tpl: Templates, gran: Granularity
 
 
 def least_first_step(ctx: ScoringContext, tpl: Templates, resident: frozenset[int],
-                     kept: frozenset[int]) -> int:
+                     kept: frozenset[int], either: Mapping[int, int] | None = None) -> int:
     """A lower bound on ``first_step_floor`` at every granularity: whether any can fit
     (``least_first_step_terms``; memoized per op set, every arrival asks it)."""
     terms = ctx.memo("least first step", tpl.shape.ops, lambda: least_first_step_terms(ctx, tpl))
-    return held_in_first_step(terms, resident) + kept_in_first_step(ctx, tpl, kept)
+    return held_in_first_step(terms, resident, either) + kept_in_first_step(ctx, tpl, kept)
 
 
-def held_in_first_step(terms: tuple[int, dict[int, int]], resident: frozenset[int]) -> int:
+def held_in_first_step(terms: tuple[int, dict[int, int]], resident: frozenset[int],
+                       either: Mapping[int, int] | None = None) -> int:
     """A first step's working set from its terms (``first_step_terms`` or their least),
-    without the resident tensors and the retained ones."""
+    without the resident tensors and the retained ones. A tensor in ``either`` (its size)
+    may be resident or not: it adds the lesser of its slices and its size, what it holds
+    either way (its slices may be two, larger together than it is)."""
     outputs, loaded = terms
-    return outputs + sum(n for t, n in loaded.items() if t not in resident)
+    either = either or {}
+    return outputs + sum(min(n, either[t]) if t in either else n
+                         for t, n in loaded.items() if t not in resident)
 
 
 def least_first_step_terms(ctx: ScoringContext, tpl: Templates,
@@ -357,11 +370,27 @@ def least_compute(ctx: ScoringContext, q: int) -> int:
 
 def floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
     """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
-    subgraph output fire once on every tile, paying whole native tiles; every other op
-    pays at least its area share."""
+    subgraph output that feed no MatMul of the op set fire once on every tile, paying
+    whole native tiles; every other op pays at least its area share. (A Pointwise op
+    whose output is also a root's operand fires on that operand's k-slices, not on
+    tiles: a stress test found a cover above a schedule that ran one at 32 x 32 under a
+    64-wide native tile.)"""
     out = ctx.problem.outputs[q][0]
-    tiled = q in shape.roots or any(t in shape.outputs for t in ctx.problem.outputs[q])
+    tiled = q in shape.roots or (
+        any(t in shape.outputs for t in ctx.problem.outputs[q])
+        and q not in ctx.memo("feed a matmul", shape.ops, lambda: _feeding_matmuls(ctx, shape)))
     return ctx.problem.heights[out], ctx.problem.widths[out], tiled
+
+
+def _feeding_matmuls(ctx: ScoringContext, shape: SubgraphShape) -> frozenset[int]:
+    """The ops of ``shape`` whose outputs reach one of its MatMuls (within it)."""
+    g, members = ctx.graph, set(shape.ops)
+    feeding: set[int] = set()
+    for q in reversed(g.topological_order):
+        if q in members and any(c in members and (g.is_matmul(c) or c in feeding)
+                                for t in ctx.problem.outputs[q] for c in g.consumers[t]):
+            feeding.add(q)
+    return frozenset(feeding)
 
 
 def op_weight(ctx: ScoringContext, q: int) -> int:

@@ -4,9 +4,10 @@ Every subgraph of a schedule runs some connected op set (S2.4) with some tensors
 from the previous subgraph and some outputs retained. Each op set is priced for each such
 arrival (``pricing.py``); CP-SAT then picks the cheapest choice of them that runs every
 op, writes every graph output, and writes (or keeps) every tensor it reads that a graph
-input is not. No order, no one-subgraph retention limit, no availability: each is a
-relaxation, so the optimum of that cover, and CP-SAT's proven bound on it, bounds every
-valid schedule.
+input is not; one choice keeps all of a choice's resident tensors, and no more choices
+read a tensor resident than keep it (``_add_sources``, ``_add_handovers``). No order and
+no availability: each is a relaxation, so the optimum of that cover, and CP-SAT's proven
+bound on it, bounds every valid schedule.
 
 Op sets not priced (the enumeration budget or the deadline ran out) leave their ops to
 per-op fillers (``Fillers``): what any such set computes for an op (``roles.py``: its area
@@ -20,13 +21,14 @@ over their (designated) ops, so the cover stays a bound, weaker than a complete 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from math import gcd
+from math import ceil, gcd
 
 from ortools.sat.python import cp_model
 
+from models.errors import NoSolutionError
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound.forced import forced_traffic, must_write
 from solver.fusion.bound.pricing import QUICK_SPLITS, Priced, least, price
@@ -34,6 +36,7 @@ from solver.fusion.bound.roles import unpriced_compute, unpriced_roots
 from solver.fusion.bound.shared_heads import shared_operands
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.context import ScoringContext
+from solver.fusion.unfused import unfused
 
 SET_BUDGET = 30000
 """Connected op sets enumerated for pricing at most; pricing takes them smallest first
@@ -45,8 +48,11 @@ COVER_TIME_S, COVER_SHARE = 1.0, 0.05
 cover of benchmark 5 (2,343 op sets, every arrival priced) solves in 0.07 s; pricing is
 what needs the time, and a cover cut short still proves a valid bound."""
 COST_RESOLUTION = 2**53
-"""Cover costs are rounded (down) to at most this many steps of their total: CP-SAT
-reports its proven bound as a double, exact only below 2**53."""
+"""Cover costs are rounded (down) to at most this many steps of their total (or of a
+schedule's latency, when one is known): CP-SAT reports its proven bound as a double, exact
+only below 2**53."""
+INT64_REACH = 2**62
+"""Steps the objective may reach at most, every choice taken as often as it may be."""
 LEVEL_SOLVE_S = 0.5
 """Most time the cover of every op set up to one size gets while pricing goes on."""
 REFINE_FACTOR = 32
@@ -56,9 +62,11 @@ MOST_SPLITS = QUICK_SPLITS * REFINE_FACTOR**2
 op set's next refinement (524,288 splits) took the 23 s left of a 30-s solve and stayed
 a range's floor, where 16,384 splits make most prices exact within 2 s."""
 IDLE_ROUNDS = 2
-"""Refinement rounds in a row that leave the cover where it was before refining stops
-(one such round may only have swapped a tie; benchmark 7 ``per_op`` spent 20 s more on
-rounds that raised nothing)."""
+"""Refinement rounds in a row that leave the cover where it was, and whose refining raised
+no price, before refining stops (one such round may only have swapped a tie; benchmark 7
+``per_op`` spent 20 s more on rounds that raised nothing). Rounds that raise prices go
+on: ``gen-transformer-02`` ``per_op`` moved to ties at the same cover twice before its
+cover rose 2.4%, to its schedule's latency."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     some of up to eight priced as well."""
     n = ctx.problem.num_ops
     sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET)
+    upper = _unfused_units(ctx)
 
     def kept_for_cover() -> float:
         return max(COVER_TIME_S, COVER_SHARE * (deadline - now()))
@@ -133,18 +142,19 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
                 now() + pricing_s / done * (len(sets.sets) - done) > pricing_ends:
             # every smaller op set is priced, and at this pace not every op set will be
             value, _, _ = _solve_cover(ctx, priced, make_fillers(ctx, sets.sets[:done]),
-                                       min(pricing_ends, now() + LEVEL_SOLVE_S))
+                                       min(pricing_ends, now() + LEVEL_SOLVE_S), upper)
             best = max(best, value)
         started = now()
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done, pricing_s = done + 1, pricing_s + now() - started
     complete = sets.complete and done == len(sets.sets)
     fillers = None if complete else make_fillers(ctx, sets.sets[:done])
-    idle, last = 0, Fraction(-1)
+    idle, last, rose = 0, Fraction(-1), False
     while True:
-        value, optimal, chosen = _solve_cover(ctx, priced, fillers, deadline)
-        # idle: the refined cover is where it was (a level's cover may stay above it)
-        best, idle, last = max(best, value), 0 if value > last else idle + 1, value
+        value, optimal, chosen = _solve_cover(ctx, priced, fillers, deadline, upper)
+        # idle: the refined cover is where it was (a level's cover may stay above it) and
+        # refining raised no price (a raised price may only have moved the cover to a tie)
+        best, idle, last = max(best, value), 0 if value > last or rose else idle + 1, value
         loose = [i for i in chosen if not priced[i].exact and priced[i].splits < MOST_SPLITS]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or idle >= IDLE_ROUNDS or now() > refine_ends:
@@ -159,15 +169,33 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
                            refine_ends)
             refined[i] = None if found is None else replace(
                 v, units=max(found[0], v.units), exact=found[1], splits=splits)
+        rose = any(v is None or v.units > priced[i].units for i, v in refined.items())
         priced = [refined.get(i, v) for i, v in enumerate(priced) if refined.get(i, v)]
 
 
+def _unfused_units(ctx: ScoringContext) -> int | None:
+    """The unfused schedule's latency (``ctx`` units), at least the optimum's; None if
+    some op alone fits nowhere."""
+    try:
+        schedule = unfused(ctx)
+    except NoSolutionError:
+        return None
+    return ceil(sum(planned.config.latency for planned in schedule) * ctx.unit)
+
+
 def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers | None,
-                 deadline: float) -> tuple[Fraction, bool, list[int]]:
+                 deadline: float, upper: int | None = None) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
     optimum, and which prices that cover picks. With ``fillers``, every op an unpriced set
     can run may also be covered that way; those ops together cost the largest of their
-    compute, traffic and shared-weight sums (``Fillers``)."""
+    compute, traffic and shared-weight sums (``Fillers``).
+
+    With ``upper`` (``ctx`` units, at least an optimal schedule's latency), a choice that
+    keeps tensors may be picked as often as that latency pays for it, and each kept tensor
+    is resident in at most as many choices as keep it: a subgraph's resident tensors were
+    retained by the one before it (S4.3), and no two subgraphs have the same one before
+    them. Two subgraphs that read a tensor resident need two that keep it, even when both
+    of those run the same ops the same way."""
     g = ctx.graph
     filled_ops = [] if fillers is None else \
         [q for q, c in enumerate(fillers.compute) if c is not None]
@@ -181,11 +209,19 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     # costs in multiples of their common divisor (exact; ``ctx`` units carry large powers
     # of two), rounded down to a multiple of it only where the sums would leave int64: a
     # rounded bound holds, but one a few units short of a schedule no longer proves it
+    # how often an optimal schedule may run each choice: each run costs at least its price
+    most = [1 if upper is None or not v.kept or v.units <= 0 else max(1, upper // v.units)
+            for v in priced]
     grain = max(1, gcd(*(v.units for v in priced), *(c for row in rows for c in row)))
-    total = sum(v.units for v in priced) + max(map(sum, rows), default=0)
-    scale = grain * max(1, total // grain // COST_RESOLUTION)
+    total = sum(v.units * m for v, m in zip(priced, most, strict=True)) + \
+        max(map(sum, rows), default=0)
+    # the objective's reach must fit int64, and the values near the optimum (at most
+    # ``upper``, or ``total``) a double
+    scale = grain * max(1, min(total, upper or total) // grain // COST_RESOLUTION,
+                        total // grain // INT64_REACH)
     model = cp_model.CpModel()
-    chosen = [model.new_bool_var(f"p{i}") for i in range(len(priced))]
+    chosen = [model.new_int_var(0, m, f"p{i}") if m > 1 else model.new_bool_var(f"p{i}")
+              for i, m in enumerate(most)]
     filled = [model.new_bool_var(f"f{q}") for q in filled_ops]
     runs: dict[int, list[cp_model.IntVar]] = {}
     writers: dict[int, list[cp_model.IntVar]] = {}
@@ -197,10 +233,11 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
         for t in shape.outputs:
             if v.relaxed or t not in v.kept:
                 writers.setdefault(t, []).append(x)
-            if v.relaxed or t in v.kept:
+            if t in v.kept:
                 keepers.setdefault(t, []).append(x)
         for t in shape.ephemerals:
-            keepers.setdefault(t, []).append(x)
+            if t in v.kept:
+                keepers.setdefault(t, []).append(x)
     for q, x in zip(filled_ops, filled, strict=True):
         runs.setdefault(q, []).append(x)
         for t in ctx.problem.outputs[q]:
@@ -212,21 +249,10 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     for t in g.producer:  # graph outputs and what some always-split root must load
         if must_write(ctx, t):
             model.add(sum(writers.get(t, [])) >= 1)
-    # one row per tensor says whether any choice writes (keeps) it; a choice that reads it
-    # from slow memory (as resident) implies that row's literal; a relaxed choice stands
-    # for every arrival, so either source serves it
-    sources: dict[tuple[int, str], cp_model.IntVar] = {}
-    for v, x in zip(priced, chosen, strict=True):
-        for t in ctx.shape(v.ops).inputs:
-            if t in g.graph_inputs:
-                continue
-            source = "either" if v.relaxed else "kept" if t in v.resident else "written"
-            if (t, source) not in sources:
-                literal = sources[t, source] = model.new_bool_var(f"s{t}{source}")
-                found = [*(writers.get(t, []) if source != "kept" else []),
-                         *(keepers.get(t, []) if source != "written" else [])]
-                model.add(sum(found) >= literal)
-            model.add(sources[t, source] >= x)
+    filler_of = dict(zip(filled_ops, filled, strict=True))
+    _add_sources(ctx, model, priced, chosen, writers, keepers, filler_of)
+    if upper is not None:
+        _add_handovers(ctx, model, priced, chosen, most, filler_of)
     unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
     for row in rows:
         model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
@@ -245,5 +271,92 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     if status in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
         return Fraction(0), False, []  # cannot happen for a problem with a valid schedule
     bound = int(solver.best_objective_bound) * scale
-    picked = [i for i, x in enumerate(chosen) if status == cp_model.OPTIMAL and solver.value(x)]
+    picked = [i for i, x in enumerate(chosen)
+              if status == cp_model.OPTIMAL and solver.value(x) > 0]
     return ctx.latency(bound), status == cp_model.OPTIMAL, picked
+
+
+def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
+                 chosen: Sequence[cp_model.IntVar], writers: dict[int, list[cp_model.IntVar]],
+                 keepers: dict[int, list[cp_model.IntVar]],
+                 filled: dict[int, cp_model.IntVar]) -> None:
+    """Rows saying where what the chosen prices read comes from.
+
+    One row per tensor and source says whether any choice writes (keeps) it; a choice that
+    reads it from slow memory (as resident) implies that row's literal; a relaxed choice
+    stands for arrivals with any of its resident tensors resident, so either source serves
+    those. Two more hold for every schedule (S4.3, S5.2): a choice's resident tensors were
+    all retained by one subgraph, the one before it, so one choice keeps all of them; and
+    a relaxed choice's arrivals hold only as many resident tensors as fit the capacity
+    (the smallest first), so all but that many are written by some choice. ``filled``:
+    the filler literal of each op an unpriced subgraph may run (one may keep anything
+    such an op makes)."""
+    g = ctx.graph
+    sources: dict[tuple[int, str], cp_model.IntVar] = {}
+
+    def source(t: int, kind: str) -> cp_model.IntVar:
+        if (t, kind) not in sources:
+            literal = sources[t, kind] = model.new_bool_var(f"s{t}{kind}")
+            found = [*(writers.get(t, []) if kind != "kept" else []),
+                     *(keepers.get(t, []) if kind != "written" else [])]
+            model.add(sum(found) >= literal)
+        return sources[t, kind]
+
+    keeping: dict[int, set[int]] = {}  # tensor -> the choices that may keep it
+    for i, v in enumerate(priced):
+        for t in v.kept:
+            keeping.setdefault(t, set()).add(i)
+    retainers: dict[frozenset[int], cp_model.IntVar] = {}
+    for v, x in zip(priced, chosen, strict=True):
+        made = [t for t in ctx.shape(v.ops).inputs if t not in g.graph_inputs]
+        for t in made:
+            model.add(source(t, "written" if t not in v.resident else
+                             "either" if v.relaxed else "kept") >= x)
+        if v.relaxed:
+            held = _most_held(ctx, v.resident)
+            if held < len(v.resident):
+                model.add(sum(source(t, "written") for t in v.resident)
+                          >= (len(v.resident) - held) * x)
+        elif len(v.resident) > 1:
+            if v.resident not in retainers:
+                literal = retainers[v.resident] = model.new_bool_var("r")
+                by = set.intersection(*(keeping.get(t, set()) for t in v.resident))
+                unpriced = {g.producer[t] for t in v.resident} & filled.keys()
+                model.add(sum(chosen[i] for i in by) + sum(filled[q] for q in unpriced)
+                          >= literal)
+            model.add(retainers[v.resident] >= x)
+
+
+def _add_handovers(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
+                   chosen: Sequence[cp_model.IntVar], most: Sequence[int],
+                   filled: dict[int, cp_model.IntVar]) -> None:
+    """Per tensor, the choices that read it resident are at most as many as those that
+    keep it (``_solve_cover``). A relaxed choice may keep it but is not counted as reading
+    it; an unpriced subgraph may keep it as often as it is read (its filler lifts the row)."""
+    reading: dict[int, list[int]] = {}
+    keeping: dict[int, list[int]] = {}
+    for i, v in enumerate(priced):
+        for t in v.kept:
+            keeping.setdefault(t, []).append(i)
+        if not v.relaxed:
+            for t in v.resident:
+                reading.setdefault(t, []).append(i)
+    for t, readers in reading.items():
+        if any(priced[i].units <= 0 for i in keeping.get(t, [])):
+            continue  # a keeper priced at nothing may run any number of times
+        lifted = []
+        producer = ctx.graph.producer[t]
+        if producer in filled:
+            lifted = [sum(most[i] for i in readers) * filled[producer]]
+        model.add(sum(chosen[i] for i in readers)
+                  <= sum(chosen[i] for i in keeping.get(t, [])) + sum(lifted))
+
+
+def _most_held(ctx: ScoringContext, tensors: Collection[int]) -> int:
+    """The most of ``tensors`` that fit the capacity together."""
+    room, held = ctx.capacity, 0
+    for size in sorted(ctx.graph.size(t) for t in tensors):
+        if size > room:
+            break
+        room, held = room - size, held + 1
+    return held

@@ -64,6 +64,9 @@ class FirstSteps:
 MAX_ARRIVALS = 16
 """Resident-input and retained-output choices that fit the capacity priced one by one per
 op set; beyond it one relaxed price stands for all of them."""
+MOST_LEAVES = 4096
+"""Choices walked at most in search of the most a relaxed arrival's tensors can hold
+(``_most_within``); past it the capacity stands for that."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ class Priced:
     """A connected op set run with ``resident`` inputs and ``kept`` outputs, at the least
     latency (``units``, in the context's unit) any schedule can give it. A ``relaxed`` one
     stands for every arrival at once: it may keep or write any output, loads nothing
-    produced elsewhere, and is charged no retained capacity."""
+    produced elsewhere but pays for what cannot all be resident or kept together
+    (``_unavoidable``), and holds of each input made elsewhere the lesser of its first
+    steps' slices and its size (what any arrival holds)."""
 
     ops: tuple[int, ...]
     resident: frozenset[int]
@@ -89,8 +94,9 @@ def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced
     with at most ``splits`` range splits each)."""
     shape = ctx.shape(ops)
     made_elsewhere = [t for t in shape.inputs if t not in ctx.graph.graph_inputs]
-    arrivals = _arrivals(ctx, made_elsewhere, shape.outputs)
-    everything = (frozenset(made_elsewhere), frozenset(shape.outputs), True)
+    keepable = [*shape.outputs, *read_elsewhere(ctx, shape)]
+    arrivals = _arrivals(ctx, made_elsewhere, keepable)
+    everything = (frozenset(made_elsewhere), frozenset(keepable), True)
     charge(OP_SET_S)
     out = []
     terms = FirstSteps()  # every arrival checks the same first steps
@@ -102,11 +108,19 @@ def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced
     return out
 
 
+def read_elsewhere(ctx: ScoringContext, shape: SubgraphShape) -> list[int]:
+    """The ephemerals of ``shape`` that an op outside it reads: worth retaining (S5.3),
+    at their full size in every step (S12)."""
+    return [t for t in shape.ephemerals
+            if any(c not in shape.ops for c in ctx.graph.consumers[t])]
+
+
 def _arrivals(ctx: ScoringContext, made_elsewhere: Sequence[int], outputs: Sequence[int]
               ) -> list[tuple[frozenset[int], frozenset[int]]] | None:
-    """Every (resident inputs, retained outputs) whose tensors fit the capacity together
-    (resident ones are held throughout; retained ones, under the accumulate rule, whole in
-    the last step), None if more than ``MAX_ARRIVALS`` do."""
+    """Every (resident inputs, retained outputs and ephemerals) whose tensors fit the
+    capacity together (resident ones are held throughout; retained ones, under the
+    accumulate rule, whole in the last step or, for ephemerals, in every step), None if
+    more than ``MAX_ARRIVALS`` do."""
     size = ctx.graph.size
     held_when_kept = ctx.rules.retained_output_ws == "accumulate"
     items = [(t, True) for t in made_elsewhere] + [(t, False) for t in outputs]
@@ -127,6 +141,42 @@ def _arrivals(ctx: ScoringContext, made_elsewhere: Sequence[int], outputs: Seque
             else extend(i + 1, more, resident, kept | {t})
 
     return found if extend(0, 0, frozenset(), frozenset()) else None
+
+
+def _unavoidable(ctx: ScoringContext, resident: frozenset[int], kept: frozenset[int]) -> int:
+    """Elements that every arrival within a relaxed one (``Priced``) loads or writes beyond
+    it: its resident tensors not resident there are loaded whole at least once
+    (``floors.load_floor``), its kept ones not kept there are written, and an arrival
+    holds only what fits the capacity (``_arrivals``). Without it a 19-op fork-join's op
+    set with room for two of its seven 128 x 128 inputs and outputs had loaded none of
+    five."""
+    size = ctx.graph.size
+    held_when_kept = ctx.rules.retained_output_ws == "accumulate"
+    weighed = sorted([size(t) for t in resident] +
+                     [size(t) for t in kept if held_when_kept], reverse=True)
+    return sum(weighed) - _most_within(weighed, floor_int(ctx.capacity))
+
+
+def _most_within(sizes: Sequence[int], room: int) -> int:
+    """The largest sum of some of ``sizes`` (largest first) within ``room``: exact, or
+    ``room`` itself after ``MOST_LEAVES`` choices walked (still at least the largest)."""
+    best, walked = 0, 0
+    rest = [sum(sizes[i:]) for i in range(len(sizes) + 1)]
+
+    def walk(i: int, held: int) -> bool:
+        """Raises ``best`` from the choice so far; False once the walk is cut short."""
+        nonlocal best, walked
+        best = max(best, held)
+        if i == len(sizes) or held + rest[i] <= best or best == room:
+            return True
+        walked += 1
+        if walked > MOST_LEAVES:
+            return False
+        if held + sizes[i] <= room and not walk(i + 1, held + sizes[i]):
+            return False
+        return walk(i + 1, held)
+
+    return best if walk(0, 0) else min(room, rest[0])
 
 
 Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
@@ -151,12 +201,19 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     ``terms``: the first steps' terms found so far for this op set (other arrivals')."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
+    # a relaxed arrival loads none of its resident tensors, but each may be resident or
+    # not: its first steps hold the lesser of its slices and its size
+    either = {t: size(t) for t in resident} if relaxed else None
+    ws_resident = frozenset() if relaxed else resident
     if not relaxed and ctx.rules.retained_output_ws == "accumulate":
         # in its last step a subgraph holds every output it retains, whole
         if held + sum(size(t) for t in kept) > ctx.capacity:
             return None
     ws_kept = frozenset() if relaxed else kept
-    written = sum(size(t) for t in shape.outputs if t not in kept) * ctx.per_element
+    written = sum(size(t) for t in shape.outputs if t not in kept)
+    if relaxed:  # what its resident and kept tensors cannot all avoid: they share the room
+        written += _unavoidable(ctx, resident, kept & frozenset(shape.outputs))
+    written *= ctx.per_element
     templates = templates_of(ctx, shape.ops)
     spatial, depths, compute_of, feeds = _cells(ctx, shape)
 
@@ -173,7 +230,8 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if found is None:
             if gran not in shared.at:
                 shared.at[gran] = first_step_terms(ctx, templates, gran)
-            found = fitting[gran] = held_in_first_step(shared.at[gran], resident) <= first_room
+            found = fitting[gran] = \
+                held_in_first_step(shared.at[gran], ws_resident, either) <= first_room
         return found
 
     def any_depth_fits(w: int, h: int) -> bool:
@@ -182,7 +240,7 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if (w, h) not in shared.least_at:
             least_at += 1
             shared.least_at[w, h] = least_first_step_terms(ctx, templates, (w, h))
-        return held_in_first_step(shared.least_at[w, h], resident) <= first_room
+        return held_in_first_step(shared.least_at[w, h], ws_resident, either) <= first_room
 
     floors = peaks = least_at = 0  # the work done, besides first steps checked (``fitting``)
 
@@ -219,7 +277,8 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     # under the loads of its largest values; its depth cells are priced only when it pops
     heap: list[tuple[int, int, tuple]] = [(units, GROUP, (w, h)) for units, w, h in spatial]
     try:
-        if not fits(1, 1, 1) and least_first_step(ctx, templates, resident, ws_kept) > room:
+        if not fits(1, 1, 1) and \
+                least_first_step(ctx, templates, ws_resident, ws_kept, either) > room:
             return None  # no granularity's first step fits: no cell walked
         while heap:
             units, stage, cell = heapq.heappop(heap)
