@@ -125,7 +125,9 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     """The global CP-SAT solver (``cpsat.py``): greedy, given up to half the time limit, is
     the first incumbent, so the answer is never worse than greedy whenever greedy finishes in
     that half (a limit too short for greedy gets greedy's partial schedule improved);
-    ``optimal`` when proven for its formulation or when the lower bound is reached. With two
+    ``optimal`` only when the schedule reaches the lower bound it reports (a search proven
+    optimal for its own formulation, whose granularities and retained sets are a subset of
+    the rules', ends early and reports its gap to that bound). With two
     workers or more (not deterministic) the cover bound runs in a forked child beside the
     search for the whole time (``bound/background.py``); else after it, in what is left.
 
@@ -170,9 +172,8 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
             background.stop()
     if cover is not None:
         bound = max(bound, cover.value)
-    proven = found.optimal and semantics == "default"
     return finish(problem, "cpsat", to_solution(ctx, as_planned(schedule)),
-                  "optimal" if proven or objective <= bound else "feasible", rules,
+                  "optimal" if objective <= bound else "feasible", rules,
                   context=ctx, objective=float(objective), bound=float(bound),
                   gap=float((objective - bound) / objective) if objective else 0.0,
                   forced=forced, cover=cover)
