@@ -33,7 +33,8 @@ from solver.fusion.problem import SubgraphShape, ceil_div
 
 
 def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
-                    resident: frozenset[int], kept: frozenset[int]) -> int | None:
+                    resident: frozenset[int], kept: frozenset[int],
+                    first_tile: bool = True) -> int | None:
     """A lower bound on the latency of every traversal, custom ones included (None on a
     plan with prone axes, where a tile's predecessor would have to be named).
 
@@ -42,8 +43,12 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     from each of those with every slice and whole tensor any step can hold present; a
     step's loads only fall as more is present, so that is the least any order pays. But
     one tile comes first, with nothing before it but the resident tensors: the least any
-    tile pays more for that is added (a 6-op chain's first tile loads its three weights;
-    the other seven of its column reuse them).
+    tile pays more for that in its first step is added (a 6-op chain's first tile loads
+    its three weights; the other seven of its column reuse them). Only the first step is
+    compared, against the dearest way in (the tile's least way in is not known step by
+    step): its later steps cost no less entered with nothing, since a step then holds no
+    more whole than one entered with everything. Without ``first_tile``, every tile is
+    priced entered from a neighbour (cheaper to find: see ``pricing.least``).
     """
     plan = plan_of(ctx, ops, gran)
     if plan.prone_rows or plan.prone_cols:
@@ -62,10 +67,12 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     total, first = 0, None
     for ri, (r0, r1) in enumerate(rows):
         for ci, (c0, c1) in enumerate(cols):
-            entered = min(run.tile(ri, ci, rel, everything).latency for rel in entries)
-            total += (r1 - r0) * (c1 - c0) * entered
-            cold = run.tile(ri, ci, (False, False), START).latency - entered
-            first = cold if first is None else min(first, cold)
+            total += (r1 - r0) * (c1 - c0) * min(run.tile(ri, ci, rel, everything).latency
+                                                 for rel in entries)
+            if first_tile:  # the tiles above priced these steps already (``Run`` caches)
+                cold = run.step(ri, ci, 0, (False, False), START).latency - max(
+                    run.step(ri, ci, 0, rel, everything).latency for rel in entries)
+                first = cold if first is None else min(first, cold)
     return total + max(0, first or 0)
 
 

@@ -111,9 +111,11 @@ def make_fillers(ctx: ScoringContext, attempted: Sequence[tuple[int, ...]]) -> F
 def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     """The cover bound, priced and solved before ``deadline`` (a ``deadline.now()`` value).
 
-    Every op set is first priced with ``QUICK_SPLITS``; then, while time is left, the
-    prices the cover's optimum picks that are not exact are refined (``REFINE_FACTOR``
-    times their splits each time, up to ``MOST_SPLITS``) and the cover solved again: only
+    Every op set is first priced with ``QUICK_SPLITS``, every tile as if entered from a
+    neighbour; then, while time is left, the prices the cover's optimum picks that are not
+    exact are refined (``REFINE_FACTOR`` times their splits each time, up to
+    ``MOST_SPLITS``), those not yet priced with a traversal's first tile entered with
+    nothing present are priced so (``pricing.least``), and the cover is solved again: only
     those can hold the bound down. Refining stops after ``IDLE_ROUNDS`` rounds that raise
     nothing.
 
@@ -155,7 +157,8 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
         # idle: the refined cover is where it was (a level's cover may stay above it) and
         # refining raised no price (a raised price may only have moved the cover to a tie)
         best, idle, last = max(best, value), 0 if value > last or rose else idle + 1, value
-        loose = [i for i in chosen if not priced[i].exact and priced[i].splits < MOST_SPLITS]
+        loose = [i for i in chosen if not priced[i].first_tile or
+                 (not priced[i].exact and priced[i].splits < MOST_SPLITS)]
         refine_ends = deadline - kept_for_cover()
         if not optimal or not loose or idle >= IDLE_ROUNDS or now() > refine_ends:
             return CoverBound(best, done, complete, optimal)
@@ -164,11 +167,13 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
             if now() > refine_ends:
                 break
             v = priced[i]
-            splits = v.splits * REFINE_FACTOR
+            splits = v.splits * REFINE_FACTOR \
+                if not v.exact and v.splits < MOST_SPLITS else v.splits
             found = least(ctx, ctx.shape(v.ops), v.resident, v.kept, v.relaxed, splits,
-                           refine_ends)
+                          refine_ends, first_tile=True)
             refined[i] = None if found is None else replace(
-                v, units=max(found[0], v.units), exact=found[1], splits=splits)
+                v, units=max(found[0], v.units), exact=found[1], splits=splits,
+                first_tile=True)
         rose = any(v is None or v.units > priced[i].units for i, v in refined.items())
         priced = [refined.get(i, v) for i, v in enumerate(priced) if refined.get(i, v)]
 

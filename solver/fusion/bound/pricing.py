@@ -87,6 +87,9 @@ class Priced:
     """The least floor over single granularities; else a range's floor, below it."""
     splits: int = QUICK_SPLITS
     """The split budget it was priced with."""
+    first_tile: bool = False
+    """Priced with a traversal's first tile entered with nothing present
+    (``floors.any_order_floor``); else every tile as if entered from a neighbour."""
 
 
 def price(ctx: ScoringContext, ops: tuple[int, ...], splits: int) -> list[Priced]:
@@ -185,7 +188,8 @@ Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 
 def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
            kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None,
-           terms: FirstSteps | None = None) -> tuple[int, bool] | None:
+           terms: FirstSteps | None = None, first_tile: bool = False
+           ) -> tuple[int, bool] | None:
     """The least latency over every granularity that may fit and whether it is exact (not
     a range's floor), None if none can.
 
@@ -198,7 +202,11 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     ends, so a wide one can look cheaper than any value in it; splitting removes that.
     Past ``splits`` splits or ``deadline`` the heap's least floor is returned (still a
     bound). The work is charged to the running solve's clock (``FIRST_STEP_S``).
-    ``terms``: the first steps' terms found so far for this op set (other arrivals')."""
+    ``terms``: the first steps' terms found so far for this op set (other arrivals').
+    ``first_tile``: a single value's exact price counts a traversal's first tile entered
+    with nothing present. It raises exact prices above the floors of the cells around
+    them, so more cells are walked before one is found (2.5 times the single values on
+    ``gen-attention-09``): the cover asks it only of the prices its optimum picks."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     # a relaxed arrival loads none of its resident tensors, but each may be resident or
@@ -307,7 +315,8 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 gran = (cell[0][0], cell[1][0], cell[2][0])
                 peaks += 1
                 if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
-                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept)
+                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept,
+                                            first_tile)
                     heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
                 continue
             if splits == 0 or (deadline is not None and now() > deadline):
