@@ -390,13 +390,16 @@ def floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int,
 
 
 def _feeding_matmuls(ctx: ScoringContext, shape: SubgraphShape) -> frozenset[int]:
-    """The ops of ``shape`` whose outputs reach one of its MatMuls (within it)."""
-    g, members = ctx.graph, set(shape.ops)
+    """The ops of ``shape`` whose outputs reach one of its MatMuls (within it): walked
+    back from the MatMuls through the producers of their inputs in ``shape``."""
     feeding: set[int] = set()
-    for q in reversed(g.topological_order):
-        if q in members and any(c in members and (g.is_matmul(c) or c in feeding)
-                                for t in ctx.problem.outputs[q] for c in g.consumers[t]):
-            feeding.add(q)
+    stack = [q for q in shape.ops if ctx.graph.is_matmul(q)]
+    while stack:
+        for t in ctx.problem.inputs[stack.pop()]:
+            q = shape.producer.get(t)
+            if q is not None and q not in feeding:
+                feeding.add(q)
+                stack.append(q)
     return frozenset(feeding)
 
 

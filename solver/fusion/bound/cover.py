@@ -211,12 +211,12 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
         [fillers.compute[q] or 0 for q in filled_ops],
         [fillers.traffic[q] for q in filled_ops],
         *([floors.get(q, 0) for q in filled_ops] for floors in fillers.shared)]
-    # costs in multiples of their common divisor (exact; ``ctx`` units carry large powers
-    # of two), rounded down to a multiple of it only where the sums would leave int64: a
-    # rounded bound holds, but one a few units short of a schedule no longer proves it
     # how often an optimal schedule may run each choice: each run costs at least its price
     most = [1 if upper is None or not v.kept or v.units <= 0 else max(1, upper // v.units)
             for v in priced]
+    # costs in multiples of their common divisor (exact; ``ctx`` units carry large powers
+    # of two), rounded down to a multiple of it only where the sums would leave int64: a
+    # rounded bound holds, but one a few units short of a schedule no longer proves it
     grain = max(1, gcd(*(v.units for v in priced), *(c for row in rows for c in row)))
     total = sum(v.units * m for v, m in zip(priced, most, strict=True)) + \
         max(map(sum, rows), default=0)
@@ -255,9 +255,13 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
         if must_write(ctx, t):
             model.add(sum(writers.get(t, [])) >= 1)
     filler_of = dict(zip(filled_ops, filled, strict=True))
-    _add_sources(ctx, model, priced, chosen, writers, keepers, filler_of)
+    keeping: dict[int, list[int]] = {}  # tensor -> the choices that may keep it
+    for i, v in enumerate(priced):
+        for t in v.kept:
+            keeping.setdefault(t, []).append(i)
+    _add_sources(ctx, model, priced, chosen, writers, keepers, keeping, filler_of)
     if upper is not None:
-        _add_handovers(ctx, model, priced, chosen, most, filler_of)
+        _add_handovers(ctx, model, priced, chosen, most, keeping, filler_of)
     unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
     for row in rows:
         model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
@@ -283,7 +287,7 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
 
 def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
                  chosen: Sequence[cp_model.IntVar], writers: dict[int, list[cp_model.IntVar]],
-                 keepers: dict[int, list[cp_model.IntVar]],
+                 keepers: dict[int, list[cp_model.IntVar]], keeping: dict[int, list[int]],
                  filled: dict[int, cp_model.IntVar]) -> None:
     """Rows saying where what the chosen prices read comes from.
 
@@ -293,9 +297,9 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
     those. Two more hold for every schedule (S4.3, S5.2): a choice's resident tensors were
     all retained by one subgraph, the one before it, so one choice keeps all of them; and
     a relaxed choice's arrivals hold only as many resident tensors as fit the capacity
-    (the smallest first), so all but that many are written by some choice. ``filled``:
-    the filler literal of each op an unpriced subgraph may run (one may keep anything
-    such an op makes)."""
+    (the smallest first), so all but that many are written by some choice. ``keeping``:
+    per tensor, the choices that may keep it; ``filled``: the filler literal of each op an
+    unpriced subgraph may run (one may keep anything such an op makes)."""
     g = ctx.graph
     sources: dict[tuple[int, str], cp_model.IntVar] = {}
 
@@ -307,10 +311,6 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
             model.add(sum(found) >= literal)
         return sources[t, kind]
 
-    keeping: dict[int, set[int]] = {}  # tensor -> the choices that may keep it
-    for i, v in enumerate(priced):
-        for t in v.kept:
-            keeping.setdefault(t, set()).add(i)
     retainers: dict[frozenset[int], cp_model.IntVar] = {}
     for v, x in zip(priced, chosen, strict=True):
         made = [t for t in ctx.shape(v.ops).inputs if t not in g.graph_inputs]
@@ -325,7 +325,7 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
         elif len(v.resident) > 1:
             if v.resident not in retainers:
                 literal = retainers[v.resident] = model.new_bool_var("r")
-                by = set.intersection(*(keeping.get(t, set()) for t in v.resident))
+                by = set.intersection(*(set(keeping.get(t, ())) for t in v.resident))
                 unpriced = {g.producer[t] for t in v.resident} & filled.keys()
                 model.add(sum(chosen[i] for i in by) + sum(filled[q] for q in unpriced)
                           >= literal)
@@ -334,15 +334,12 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
 
 def _add_handovers(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
                    chosen: Sequence[cp_model.IntVar], most: Sequence[int],
-                   filled: dict[int, cp_model.IntVar]) -> None:
+                   keeping: dict[int, list[int]], filled: dict[int, cp_model.IntVar]) -> None:
     """Per tensor, the choices that read it resident are at most as many as those that
     keep it (``_solve_cover``). A relaxed choice may keep it but is not counted as reading
     it; an unpriced subgraph may keep it as often as it is read (its filler lifts the row)."""
     reading: dict[int, list[int]] = {}
-    keeping: dict[int, list[int]] = {}
     for i, v in enumerate(priced):
-        for t in v.kept:
-            keeping.setdefault(t, []).append(i)
         if not v.relaxed:
             for t in v.resident:
                 reading.setdefault(t, []).append(i)
