@@ -51,6 +51,23 @@ tensor 7, a subgraph output of {3, 6}, and makes tensor 8, the LHS of the MatMul
 32 x 32 x 32 it fires on 32 x 32 k-slices of that LHS, at its area share, not on whole
 64-wide native tiles as a Pointwise op that only writes an output does."""
 
+FORK_JOIN_IN_ONE = {
+    "widths": [128] * 18, "heights": [512, 128, 128] + [512] * 15,
+    "inputs": [[0], [3], [4], [5], [0], [6, 7, 0], [8], [9, 1], [10], [11], [8],
+               [12, 8, 13], [14], [15, 2], [14]],
+    "outputs": [[i] for i in range(3, 18)],
+    "base_costs": [800, 800, 800, 800, 800, 1500, 800, 2000, 800, 800, 800, 1500, 800, 2000,
+                   800],
+    "op_types": ["Pointwise"] * 7 + ["MatMul"] + ["Pointwise"] * 5 + ["MatMul", "Pointwise"],
+    "fast_memory_capacity": 720000, "slow_memory_bandwidth": 25,
+    "native_granularity": [128, 128]}
+"""The generated suite's ``gen-forkjoin-03``: 15 ops on 512 x 128 tensors, capacity for
+44 native tiles. Run as one subgraph at 128 x 128 x 128 it is compute-bound in each of its
+four steps: 63,200, the sum of its ops' compute (4 tiles x (11 x 800 + 2 x 1,500 + 2 x
+2,000)). Greedy stops at three subgraphs (65,242.88); with ample capacity the whole-graph
+model's retention links ran to 6.3 million and it found nothing better in 60 s."""
+
+
 @st.composite
 def problems(draw: st.DrawFn, max_ops: int = 6) -> dict[str, Any]:
     """A valid random problem as contest JSON."""

@@ -25,7 +25,7 @@ from solver.fusion.cpsat import (
     relink,
     total,
 )
-from solver.fusion.cpsat_model import Window
+from solver.fusion.cpsat_model import LinkCount, Window, build_model
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
 from solver.fusion.pool import halves
@@ -33,8 +33,9 @@ from solver.fusion.problem import Rules
 from solver.fusion.schedule import to_solution
 from solver.fusion.score import ScoringContext
 from solver.fusion.unfused import unfused
+from solver.fusion.variants import Variant
 from tests.conftest import MLSYS
-from tests.fusion_cases import problems
+from tests.fusion_cases import FORK_JOIN_IN_ONE, problems
 from tests.fusion_oracle import optimum
 
 MODES = ["per_native_k", "per_op"]
@@ -246,3 +247,37 @@ def test_relinking_may_cut_a_subgraph_in_two_along_its_op_order():
            "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
     ctx = ScoringContext(parse_problem(raw))
     assert halves(ctx.graph, [(0, 1, 2)]) == {(0,), (1, 2), (2,)}
+
+
+def test_ample_capacity_fork_join_runs_as_one_subgraph_at_its_compute():
+    """``FORK_JOIN_IN_ONE``: greedy's three subgraphs merge into one whose latency is the
+    ops' compute, the problem's lower bound, so the search proves it optimal. The pool
+    (merges of subgraphs that exchange a tensor) finds it in a fraction of a second; the
+    whole-graph model alone had not, in 60 s."""
+    ctx, found = search(FORK_JOIN_IN_ONE, "per_op", seconds=10)
+    assert total(as_variants(ctx, greedy(ctx))) == Fraction("65242.88")
+    assert_valid(ctx, found.schedule)
+    assert total(found.schedule) == 4 * (11 * 800 + 2 * 1500 + 2 * 2000)
+    assert found.optimal
+
+
+@QUICK
+@given(data=st.data())
+def test_link_count_matches_the_links_the_model_builds(data):
+    """``LinkCount`` (which caps the model's size) counts exactly the retention links
+    ``build_model`` makes, window boundaries and copies included."""
+    sets = st.sampled_from([frozenset(), frozenset({5}), frozenset({6}), frozenset({5, 6})])
+    window = Window(cover=frozenset({0}), available=frozenset(), resident=data.draw(sets),
+                    handoff=data.draw(sets))
+    kinds = data.draw(st.lists(st.tuples(sets, sets, st.integers(1, 3)), max_size=12))
+    count = LinkCount(window)
+    variants = []
+    for r_in, r_out, copies in kinds:
+        count.add(r_in, r_out, copies)
+        variants += [Variant((0,), r_in, r_out, frozenset(), frozenset(), Fraction(1), None)
+                     ] * copies
+    if not variants:
+        variants = [Variant((0,), frozenset(), frozenset(), frozenset(), frozenset(),
+                            Fraction(1), None)]
+    _, mv = build_model(window, variants, Fraction(1))
+    assert count.total == len(mv.links)

@@ -1,9 +1,11 @@
 """The ``cpsat`` fusion solver: CP-SAT over scored subgraph variants, globally or in windows.
 
 1. The greedy schedule is the incumbent (so the answer is never worse than greedy).
-2. When every connected op set of the graph fits the enumeration budget, one model covers
-   the whole graph: its optimum is optimal for the formulation (op sets up to the sizes
-   enumerated, at most one retained tensor per side).
+2. When every connected op set of the graph fits the enumeration budget, the incumbent is
+   first reshaped over a pool around it (``relink``, a quick start for what follows), then
+   one model covers the whole graph: its optimum is optimal for the formulation (op sets up
+   to the sizes enumerated, at most one retained tensor per side) when every variant was
+   scored and the model's retention links stayed within ``LINK_BUDGET``.
 3. Otherwise a large-neighbourhood search frees windows of consecutive subgraphs of the
    incumbent, enumerates the connected op sets of their ops, and re-solves each window
    with the rest fixed (``cpsat_model.Window``); an improvement replaces the window. Last,
@@ -35,6 +37,7 @@ from solver.fusion.bound import forced_bound
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import (
     BuildTimeout,
+    LinkCount,
     Window,
     add_hint,
     build_model,
@@ -60,6 +63,11 @@ WINDOW_OPS = (6, 24)
 LEAST_SOLVE_S = 0.1
 """Least time left for which a window's model is built and solved: CP-SAT takes at least
 0.1 s (``limit_cpsat``'s floor) however little is left, past the deadline."""
+POOL_FIRST_SHARE = 0.25
+"""Share of a whole-graph solve's time spent first on ``relink`` from greedy's schedule: on
+a 15-op fork-join with ample capacity the whole-graph model (38,901 variants) found nothing
+better than greedy in 60 s, where merging two of greedy's subgraphs over the pool reached
+the lower bound in 0.15 s."""
 RELINK_SHARE = 0.15
 """Share of the window search's time kept for reordering and relinking the incumbent's own
 op sets over the whole graph at the end (``relink``). Relinking first instead left the
@@ -120,10 +128,16 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     everything = connected_op_sets(ctx.graph, range(n), WHOLE_GRAPH_BUDGET)
     windows = improvements = 0
     if everything.complete:
+        pooled = relink(ctx, incumbent, now() + POOL_FIRST_SHARE * (deadline - now()), seed,
+                        workers, on_better=lambda schedule: _improved(ctx, schedule, floor))
+        if total(pooled) < total(incumbent):
+            incumbent, improvements = pooled, 1
+            if total(incumbent) <= floor:
+                return SearchResult(incumbent, True, 1, improvements)
         found, optimal = _solve_window(ctx, _whole_graph(ctx), everything.sets, incumbent, deadline,
                                        seed, workers)
         if found is not None and total(found) < total(incumbent):
-            incumbent, improvements = found, 1
+            incumbent, improvements = found, improvements + 1
             _improved(ctx, incumbent, floor)
         return SearchResult(incumbent, optimal, 1, improvements)
     final = min(deadline, windows_end or deadline)
@@ -237,16 +251,18 @@ def _frame(ctx: ScoringContext, schedule: Sequence[Variant], a: int,
     return window, inside
 
 
+def _copies(ctx: ScoringContext, ops: tuple[int, ...], retained_out: frozenset[int]) -> int:
+    """How many times a variant goes into the model: once, or, when it retains tensors
+    other subgraphs also consume, once per such consumer (up to ``MAX_REPEATS``). A model
+    Boolean picks a variant once, but recomputing the same subgraph to hand the same tensor
+    to each of its consumers in turn can be optimal."""
+    outside = {c for t in retained_out for c in ctx.graph.consumers[t]} - set(ops)
+    return max(1, min(len(outside), MAX_REPEATS))
+
+
 def _repeats(ctx: ScoringContext, variants: Sequence[Variant]) -> list[Variant]:
-    """Extra copies of the variants that retain a tensor other subgraphs also consume: a
-    model Boolean picks a variant once, but recomputing the same subgraph to hand the same
-    tensor to each of its consumers in turn can be optimal."""
-    extra = []
-    for v in variants:
-        if v.retained_out:
-            outside = {c for t in v.retained_out for c in ctx.graph.consumers[t]} - set(v.ops)
-            extra += [v] * (min(len(outside), MAX_REPEATS) - 1)
-    return extra
+    """The extra copies ``_copies`` asks for."""
+    return [v for v in variants for _ in range(_copies(ctx, v.ops, v.retained_out) - 1)]
 
 
 def _linkable(ctx: ScoringContext, window: Window, universe: set[int], ops: tuple[int, ...],
@@ -288,6 +304,9 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     plain_first = [o[0] for o in options.values() if o] + [k for o in options.values()
                                                           for k in o[1:]]
     fits = {v.ops for v in variants if not v.retained_in and not v.retained_out}
+    links = LinkCount(window)
+    for v in variants:
+        links.add(v.retained_in, v.retained_out, _copies(ctx, v.ops, v.retained_out))
     scored_all = True
     ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
     try:
@@ -298,11 +317,16 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
             retains = bool(key[1] or key[2])
             if key in seen or (retains and key[0] not in fits):
                 continue  # retention only adds to the working set: no fit without, none with
+            copies = _copies(ctx, key[0], key[2])
+            if key not in given and not links.admits(key[1], key[2], copies):
+                scored_all = False  # a model too large to build in time finds nothing
+                continue
             seen.add(key)
             found = make_variant(ctx, *key)
             if found is not None:
                 if given.get(key) != found.latency:
                     variants.append(found)
+                    links.add(key[1], key[2], copies)
                 if not retains:
                     fits.add(key[0])
     except ScoringTimeout:

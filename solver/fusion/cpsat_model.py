@@ -19,7 +19,7 @@ the window with nothing around it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -30,6 +30,11 @@ from solver.deadline import now
 from solver.fusion.variants import Variant
 
 MAX_OBJECTIVE = 2**50
+LINK_BUDGET = 50_000
+"""Most retention links (``_retention``: a Boolean per pair of a variant keeping ``R`` and
+one finding ``R`` resident) a model is given. They grow with the product of the two: the
+38,901 variants of a 15-op fork-join with ample capacity made 6.3 million, whose building
+took the whole 10-s solve, which then returned the greedy schedule it started from."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,40 @@ class Window:
 class BuildTimeout(Exception):
     """The deadline passed while the model was being built (a window's variants can make
     millions of retention links: 6.3 million for 38,901 variants of a 15-op fork-join)."""
+
+
+class LinkCount:
+    """The retention links a model's variants make, counted as variants are added, so the
+    caller can stop adding retention variants before the model outgrows ``LINK_BUDGET``."""
+
+    def __init__(self, window: Window) -> None:
+        self.senders: Counter[frozenset[int]] = Counter()
+        self.receivers: Counter[frozenset[int]] = Counter()
+        self.total = 0
+        if window.resident:
+            self.senders[window.resident] += 1
+        if window.handoff:
+            self.receivers[window.handoff] += 1
+
+    def extra(self, retained_in: frozenset[int], retained_out: frozenset[int],
+              copies: int = 1) -> int:
+        """Links that ``copies`` more variants with these retained sets would add (copies
+        keeping what they find resident link to each other, not to themselves)."""
+        among = copies * (copies - 1) if retained_in and retained_in == retained_out else 0
+        return among + copies * ((self.senders[retained_in] if retained_in else 0)
+                                 + (self.receivers[retained_out] if retained_out else 0))
+
+    def admits(self, retained_in: frozenset[int], retained_out: frozenset[int],
+               copies: int = 1) -> bool:
+        return self.total + self.extra(retained_in, retained_out, copies) <= LINK_BUDGET
+
+    def add(self, retained_in: frozenset[int], retained_out: frozenset[int],
+            copies: int = 1) -> None:
+        self.total += self.extra(retained_in, retained_out, copies)
+        if retained_in:
+            self.receivers[retained_in] += copies
+        if retained_out:
+            self.senders[retained_out] += copies
 
 
 @dataclass
