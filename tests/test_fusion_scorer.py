@@ -17,7 +17,13 @@ from solver.fusion.floors import (
     least_first_step,
     load_floor,
 )
-from solver.fusion.problem import FusionGraph, Rules, legal_granularities, prologue_issue
+from solver.fusion.problem import (
+    FusionGraph,
+    Rules,
+    axis_candidates,
+    legal_granularities,
+    prologue_issue,
+)
 from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config, score_subgraph, tile_order
 from solver.fusion.simulate import NAMED_ORDERS, simulate
@@ -235,6 +241,44 @@ def test_every_tile_narrows_past_candidates_with_no_tile_that_fits():
     assert wide is not None and wide.latency == Fraction(423516, 10)
     w, h, k = wide.gran  # the square problem ties rows and columns: 128 x 89 costs the same
     assert k == 16 and 128 in (w, h) and 86 <= min(w, h) <= 89  # any of 86-89 cuts 3 strips
+
+
+RAGGED_ROWS = {
+    "widths": [1024, 256, 256], "heights": [784, 1024, 784],
+    "inputs": [[0, 1]], "outputs": [[2]], "base_costs": [1000], "op_types": ["MatMul"],
+    "fast_memory_capacity": 200000, "slow_memory_bandwidth": 25,
+    "native_granularity": [128, 128]}
+
+
+def test_balanced_twins_join_the_axis_candidates_only_when_asked():
+    """784 in pieces of at most 128 takes 7, of 112 each; an extent the cap divides, or
+    one below the native size (the cap is the extent), gains nothing."""
+    assert axis_candidates(128, 784) == [128, 64, 32, 16, 8, 4, 2, 1]
+    assert axis_candidates(128, 784, balanced=True) == [128, 112, 64, 32, 16, 8, 4, 2, 1]
+    assert axis_candidates(128, 200, balanced=True) == [128, 100, 64, 32, 16, 8, 4, 2, 1]
+    assert axis_candidates(128, 512, balanced=True) == axis_candidates(128, 512)
+    assert axis_candidates(128, 100, balanced=True) == axis_candidates(128, 100)
+
+
+def test_every_tile_evens_out_a_ragged_last_row_of_tiles():
+    """784 x 1,024 @ 1,024 x 256, ``per_native_k``, bandwidth 25: every k-step (8 per tile,
+    no slice reused: each has another k-range, and a tile's first follows another's last)
+    computes one native tile's 1,000. In 128-row tiles (6 whole rows and one of 16) a whole
+    step loads 32,768 elements (1,310.72) and a tile's last also writes 16,384 (655.36):
+    12 x (8 x 1,310.72 + 655.36) = 133,693.44; the 16-row tiles load 18,432 and write 2,048,
+    below the compute, so 2 x 8 x 1,000. In all 149,693.44. In 112-row tiles (7 even
+    rows) a step loads 30,720 (1,228.8) and a tile writes 14,336 (573.44): 14 x (8 x
+    1,228.8 + 573.44) = 145,653.76."""
+    problem = parse_problem(RAGGED_ROWS)
+    plain = best_config(ScoringContext(problem), (0,))
+    ctx = ScoringContext(problem, every_tile=True)
+    even = best_config(ctx, (0,))
+    assert plain is not None and (plain.gran, plain.latency) == ((128, 128, 128),
+                                                                 Fraction("149693.44"))
+    assert even is not None and (even.gran, even.latency) == ((128, 112, 128),
+                                                              Fraction("145653.76"))
+    result = evaluate(ctx.graph, to_solution(ctx, [Planned((0,), even)]), engine="reference")
+    assert result.valid and result.total == even.latency
 
 
 @HYPOTHESIS

@@ -56,7 +56,8 @@ class ScoringContext:
         """``teamkorea``: subgraphs are scored under that reading (``teamkorea_config``)."""
         self.every_tile = every_tile
         """Also search the largest tiles below a power of two that does not fit
-        (``score.best_config``); without it, powers of two only, as the seed team's greedy."""
+        (``score.best_config``) and each axis's balanced tile (``axis_candidates``);
+        without it, powers of two only, as the seed team's greedy."""
         self._cache: dict[tuple[Any, ...], Any] = {}
         self.deadline: float | None = None
         """A ``deadline.now()`` value after which a config search stops (``best_config``
@@ -80,4 +81,5 @@ class ScoringContext:
         return self._cache[full]
 
     def granularities(self, ops: tuple[int, ...]) -> list[tuple[int, int, int]]:
-        return self.memo("grans", ops, lambda: legal_granularities(self.graph, self.shape(ops)))
+        return self.memo("grans", ops, lambda: legal_granularities(
+            self.graph, self.shape(ops), balanced=self.every_tile))
