@@ -341,7 +341,8 @@ class EvaluationReport(BaseModel):
 class LowerBoundsReport(BaseModel):
     """Bounds no valid solution of the problem can beat (time units)."""
 
-    compute: float = Field(description="total compute of every op at its area share")
+    compute: float = Field(description="total compute of every op over its whole output, "
+                           "in whole native tiles on every dimension no subgraph streams")
     io: float = Field(description="graph inputs read and graph outputs written once")
     forced: float | None = Field(
         None, description="the slow-memory traffic every schedule is forced into, summed "

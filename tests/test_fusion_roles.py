@@ -19,7 +19,7 @@ from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import as_variants, total
 from solver.fusion.floors import least_compute
 from solver.fusion.greedy import greedy
-from solver.fusion.problem import FusionGraph, Rules
+from solver.fusion.problem import FusionGraph, Rules, lower_bounds
 from solver.fusion.score import ScoringContext
 from tests.conftest import MLSYS
 from tests.fusion_cases import (
@@ -88,6 +88,44 @@ def test_a_head_feeding_a_root_recomputes_once_per_tile_across():
     assert floors[0] == 4 * once
     assert floors[1] == least_compute(ctx, 1)
     assert unpriced_compute(ctx, unpriced_roots(ctx, []))[0] == once
+
+
+RAGGED = {
+    "widths": [200, 200, 64, 64, 96, 96],
+    "heights": [200, 200, 200, 200, 64, 200],
+    "inputs": [[0], [1, 2], [3, 4]],
+    "outputs": [[1], [3], [5]],
+    "base_costs": [1000, 2000, 500],
+    "op_types": ["Pointwise", "MatMul", "MatMul"],
+    "fast_memory_capacity": 100000,
+    "slow_memory_bandwidth": 10,
+    "native_granularity": [128, 128],
+}
+"""``relu(x) @ W @ V`` on 200-row tensors (native 128): ops 0 and 1 can be streamed only
+across their columns (an LHS's k-slices; op 1 as a head of op 2), op 2 on neither axis.
+(Were op 1's output op 2's RHS, op 1 as a head would stream its rows, and so op 0's.)"""
+
+
+def test_least_area_pads_every_dimension_no_subgraph_streams():
+    """A spatial 200-row span pays two native rows of tiles wherever it runs (S8.2), so an
+    op's compute floor pads each dimension no subgraph can stream: 6,125 in ``per_op``
+    (op 0: 1,000 x 256 x 200 / 128^2 = 3,125; op 1: 2,000 x 256 x 64 / 128^2 = 2,000;
+    op 2: 500 x 2 tiles = 1,000), not the area share's 4,589.84; ``per_native_k`` scales
+    op 1 by K / 128 = 200 / 128 and op 2 by 64 / 128. Op 0 fused under op 1 runs at
+    exactly its floor: two row tiles (128 and 72 rows, one native row each) times its
+    k-slices' 200 / 128; alone it pays 2 x 2 whole tiles."""
+    problem = parse_problem(RAGGED)
+    g = FusionGraph(problem)
+    assert g.streamable == {0: (False, True), 1: (False, True), 2: (False, False)}
+    assert [g.least_extents(q) for q in range(3)] == [(256, 200), (256, 64), (256, 128)]
+    assert lower_bounds(problem, "per_op").compute == 6125
+    assert lower_bounds(problem, "per_native_k").compute == 3125 + 3125 + 500
+    rules = Rules(reduction_cost="per_op")
+    fused = reference(g, (0, 1), (64, 128, 128), "raster", frozenset(), frozenset(), rules)
+    alone = reference(g, (0,), (128, 128, 1), "raster", frozenset(), frozenset(), rules)
+    ctx = ScoringContext(g, rules)
+    assert fused.op_compute[0] == ctx.latency(least_compute(ctx, 0)) == 3125
+    assert alone.op_compute[0] == 1000 * 2 * 2
 
 
 @pytest.mark.parametrize("mode", MODES)

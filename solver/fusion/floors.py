@@ -370,23 +370,25 @@ def tile_compute_table(ctx: ScoringContext, shape: SubgraphShape, ws: Sequence[i
 
 def least_compute(ctx: ScoringContext, q: int) -> int:
     """Compute op ``q`` pays in any subgraph, in ``ctx`` units: its whole output at its
-    area share (S8)."""
-    out = ctx.problem.outputs[q][0]
-    return op_weight(ctx, q) * ctx.problem.heights[out] * ctx.problem.widths[out]
+    least area (S8; ``FusionGraph.least_area``)."""
+    return op_weight(ctx, q) * ctx.graph.least_area(q)
 
 
 def floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
     """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
     subgraph output that feed no MatMul of the op set fire once on every tile, paying
-    whole native tiles; every other op pays at least its area share. (A Pointwise op
-    whose output is also a root's operand fires on that operand's k-slices, not on
-    tiles: a stress test found a cover above a schedule that ran one at 32 x 32 under a
-    64-wide native tile.)"""
+    whole native tiles; every other op pays at least its least area (its area share on
+    each dimension some subgraph may stream, whole native tiles on the others). (A
+    Pointwise op whose output is also a root's operand fires on that operand's k-slices,
+    not on tiles: a stress test found a cover above a schedule that ran one at 32 x 32
+    under a 64-wide native tile.)"""
     out = ctx.problem.outputs[q][0]
-    tiled = q in shape.roots or (
-        any(t in shape.outputs for t in ctx.problem.outputs[q])
-        and q not in ctx.memo("feed a matmul", shape.ops, lambda: _feeding_matmuls(ctx, shape)))
-    return ctx.problem.heights[out], ctx.problem.widths[out], tiled
+    if q in shape.roots or (
+            any(t in shape.outputs for t in ctx.problem.outputs[q])
+            and q not in ctx.memo("feed a matmul", shape.ops,
+                                  lambda: _feeding_matmuls(ctx, shape))):
+        return ctx.problem.heights[out], ctx.problem.widths[out], True
+    return *ctx.graph.least_extents(q), False
 
 
 def _feeding_matmuls(ctx: ScoringContext, shape: SubgraphShape) -> frozenset[int]:

@@ -113,6 +113,50 @@ class FusionGraph:
     def size(self, t: int) -> int:
         return self.problem.widths[t] * self.problem.heights[t]
 
+    @cached_property
+    def streamable(self) -> dict[int, tuple[bool, bool]]:
+        """Per op: whether some subgraph may fire it with rows, and with columns, streamed
+        (S8.2), i.e. paid at their share rather than in whole native tiles. A root streams
+        its LHS's columns and its RHS's rows; a Pointwise op passes its own flags to its
+        inputs, a head its rows to its LHS and its columns to its RHS (S10.3); every other
+        requirement is spatial. An op's firings make all its outputs at once, so a flag
+        any of them gets is the op's."""
+        p = self.problem
+        flags: dict[int, tuple[bool, bool]] = {}
+        for q in reversed(self.topological_order):
+            rows = cols = False
+            for t in p.outputs[q]:
+                for m in self.consumers[t]:
+                    down_rows, down_cols = flags[m]
+                    if not self.is_matmul(m):
+                        rows, cols = rows or down_rows, cols or down_cols
+                        continue
+                    lhs, rhs = p.inputs[m]
+                    if t == lhs:  # a root's LHS: columns; a head's: the head's rows
+                        rows, cols = rows or down_rows, True
+                    if t == rhs:  # a root's RHS: rows; a head's: the head's columns
+                        rows, cols = True, cols or down_cols
+            flags[q] = rows, cols
+        return flags
+
+    def least_extents(self, op: int) -> tuple[int, int]:
+        """(rows, columns) the firings of ``op`` pay for over its whole output in any
+        subgraph: a dimension no subgraph streams padded to whole native tiles (S8.2: spans
+        covering an extent pay at least ``ceil(extent / native)`` native tiles across it),
+        a streamable one at its extent."""
+        rows, cols = self.streamable[op]
+        nw, nh, _ = self.native
+        out = self.problem.outputs[op][0]
+        height, width = self.problem.heights[out], self.problem.widths[out]
+        return (height if rows else ceil_div(height, nh) * nh,
+                width if cols else ceil_div(width, nw) * nw)
+
+    def least_area(self, op: int) -> int:
+        """The least area (elements) the firings of ``op`` pay for over its whole output in
+        any subgraph (``least_extents``)."""
+        rows, cols = self.least_extents(op)
+        return rows * cols
+
     def reduction_length(self, op: int) -> int:
         """K of a MatMul: the width of its LHS."""
         return self.problem.widths[self.problem.inputs[op][0]]
@@ -348,9 +392,10 @@ def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
                  semantics: Semantics = "default") -> LowerBounds:
     """Compute and I/O lower bounds of SEMANTICS.md "Public benchmarks".
 
-    Every op fires at least once over its whole output and a firing never costs less
-    than its area share; every consumed graph input and every graph output crosses the
-    slow-memory boundary at least once. Under the teamkorea reading an op costs its base
+    Every op fires at least once over its whole output and pays for it at least its
+    ``least_area`` (whole native tiles on every dimension no subgraph can stream); every
+    consumed graph input and every graph output crosses the slow-memory boundary at least
+    once. Under the teamkorea reading an op costs its base
     once per tile of its subgraph's grid, which may be smaller than its output, and a
     Pointwise input moves only over that grid: each op costs its base at least once, and
     only the graph outputs (never retained, written whole) must cross.
@@ -363,7 +408,7 @@ def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
     nw, nh, nk = native_sizes(problem)
     compute = Fraction(0)
     for k, op in enumerate(problem.op_types):
-        area = Fraction(g.size(problem.outputs[k][0]), nw * nh)
+        area = Fraction(g.least_area(k), nw * nh)
         cost = exact(problem.base_costs[k]) * area
         if op == "MatMul" and mode == "per_native_k":
             cost *= Fraction(g.reduction_length(k), nk)
