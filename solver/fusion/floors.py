@@ -22,6 +22,7 @@ from solver.fusion.closed_form import (
     IN_TILE,
     START,
     Granularity,
+    Relation,
     Run,
     State,
     Templates,
@@ -48,7 +49,8 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     compared, against the dearest way in (the tile's least way in is not known step by
     step): its later steps cost no less entered with nothing, since a step then holds no
     more whole than one entered with everything. Without ``first_tile``, every tile is
-    priced entered from a neighbour (cheaper to find: see ``pricing.least``).
+    priced entered from a neighbour (cheaper to find: see ``pricing.least``). Only so many
+    tiles can be entered along a row or a column (``least_entries``).
     """
     plan = plan_of(ctx, ops, gran)
     if plan.prone_rows or plan.prone_cols:
@@ -64,16 +66,51 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
                if possible]
     rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
     cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
-    total, first = 0, None
+    groups: list[tuple[int, dict[Relation, int]]] = []
+    first = None
     for ri, (r0, r1) in enumerate(rows):
         for ci, (c0, c1) in enumerate(cols):
-            total += (r1 - r0) * (c1 - c0) * min(run.tile(ri, ci, rel, everything).latency
-                                                 for rel in entries)
+            groups.append(((r1 - r0) * (c1 - c0),
+                           {rel: run.tile(ri, ci, rel, everything).latency for rel in entries}))
             if first_tile:  # the tiles above priced these steps already (``Run`` caches)
                 cold = run.step(ri, ci, 0, (False, False), START).latency - max(
                     run.step(ri, ci, 0, rel, everything).latency for rel in entries)
                 first = cold if first is None else min(first, cold)
-    return total + max(0, first or 0)
+    caps = {ALONG_ROW: plan.ntr * (plan.ntc - 1) + 1, ALONG_COLUMN: plan.ntc * (plan.ntr - 1) + 1}
+    return least_entries(groups, caps) + max(0, first or 0)
+
+
+def least_entries(groups: Sequence[tuple[int, Mapping[Relation, int]]],
+                  caps: Mapping[Relation, int]) -> int:
+    """A lower bound on the tiles' entry costs summed (``groups``: how many tiles, and what
+    one costs entered by each relation) when at most ``caps[rel]`` tiles are entered by
+    ``rel``: a traversal moves between two tiles of one row at most ``ntc - 1`` times per
+    row (those moves chain the row's tiles), of one column ``ntr - 1`` times per column,
+    and its first tile is counted once more. Were every tile entered its cheapest way, a
+    column-snake's 3 x 2 grid would have five moves down a column where it has four.
+
+    Lagrangian: a price ``lam[rel] >= 0`` on each capped relation gives
+    ``sum(tiles x min(cost + lam)) - sum(lam x cap)``, below the least sum for any prices
+    (weak duality); the prices are raised one relation at a time to the best of their
+    breakpoints, twice around."""
+    lam = {rel: 0 for rel in caps}
+
+    def dual(prices: Mapping[Relation, int]) -> int:
+        return sum(n * min(c + prices.get(rel, 0) for rel, c in costs.items())
+                   for n, costs in groups) - sum(prices[rel] * cap for rel, cap in caps.items())
+
+    best = dual(lam)
+    for _ in range(2):
+        for rel in caps:
+            points = {0}
+            for _, costs in groups:
+                if rel in costs:
+                    rest = [c + lam.get(r, 0) for r, c in costs.items() if r != rel]
+                    if rest and min(rest) > costs[rel]:
+                        points.add(min(rest) - costs[rel])
+            value, lam[rel] = max((dual({**lam, rel: x}), x) for x in points)
+            best = max(best, value)
+    return best
 
 
 def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,

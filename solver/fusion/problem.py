@@ -98,6 +98,28 @@ class FusionGraph:
                 for k in dag.nodes}
 
     @cached_property
+    def ancestors(self) -> list[int]:
+        """Per op, a bit mask of the ops it depends on (itself not included)."""
+        masks = [0] * self.problem.num_ops
+        for q in self.topological_order:
+            for p in self.dag.predecessors(q):
+                masks[q] |= masks[p] | 1 << p
+        return masks
+
+    def reentrant(self, ops: Iterable[int]) -> frozenset[int]:
+        """The ops of an op set whose output some op outside it reads on a path back into
+        it. A subgraph running the set needs that path's result before it starts, so such
+        an op has run in some earlier subgraph: the first run of an op is never in a set
+        where it is reentrant."""
+        members = set(ops)
+        above = 0
+        for q in members:
+            above |= self.ancestors[q]
+        return frozenset(q for q in members
+                         for t in self.problem.outputs[q] for c in self.consumers[t]
+                         if c not in members and above >> c & 1)
+
+    @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Ops in a deterministic topological order (smallest index first among ready ops)."""
         return tuple(nx.lexicographical_topological_sort(self.dag))

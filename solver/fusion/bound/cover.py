@@ -233,8 +233,10 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     keepers: dict[int, list[cp_model.IntVar]] = {}
     for v, x in zip(priced, chosen, strict=True):
         shape = ctx.shape(v.ops)
+        reentrant = g.reentrant(v.ops)
         for q in v.ops:
-            runs.setdefault(q, []).append(x)
+            if q not in reentrant:  # an op's first run (``FusionGraph.reentrant``)
+                runs.setdefault(q, []).append(x)
         for t in shape.outputs:
             if v.relaxed or t not in v.kept:
                 writers.setdefault(t, []).append(x)
