@@ -480,6 +480,7 @@ TABLES = {
     "fusion-suite-whole": Table("fusion-suite-whole.json", fusion_suite_tables),
     "fusion-suite-balanced": Table("fusion-suite-balanced.json", fusion_suite_tables),
     "fusion-suite-padded": Table("fusion-suite-padded.json", fusion_suite_tables),
+    "fusion-suite-detours": Table("fusion-suite-detours.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
