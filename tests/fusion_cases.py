@@ -273,6 +273,41 @@ def shared_operand_cases(draw: st.DrawFn) -> tuple:
 
 
 @st.composite
+def detour_problems(draw: st.DrawFn, max_ops: int = 5) -> dict[str, Any]:
+    """A chain of square tensors where each op reads one of the last three tensors and
+    any earlier one (or a new weight): skips and forks that leave and re-enter op sets
+    (``FusionGraph.reentrant``), which ``problems()`` seldom draws."""
+    side = draw(st.sampled_from([8, 12, 16]))
+    inputs: list[list[int]] = []
+    outputs: list[list[int]] = []
+    types: list[str] = []
+    tensors = 1  # tensor 0 is the graph input
+    for _ in range(draw(st.integers(3, max_ops))):
+        recent = tensors - 1 - draw(st.integers(0, min(2, tensors - 1)))
+        other = draw(st.sampled_from(range(tensors)))
+        if draw(st.integers(0, 2)) == 0:
+            if draw(st.booleans()):
+                other, tensors = tensors, tensors + 1  # a weight
+            inputs.append([recent, other])
+            types.append("MatMul")
+        else:
+            inputs.append([recent, other])
+            types.append("Pointwise")
+        outputs.append([tensors])
+        tensors += 1
+    data = {
+        "widths": [side] * tensors, "heights": [side] * tensors, "inputs": inputs,
+        "outputs": outputs, "op_types": types,
+        "base_costs": [draw(st.sampled_from([50, 100, 400, 1000])) for _ in types],
+        "fast_memory_capacity": draw(st.sampled_from([300, 600, 1000, 5000])),
+        "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
+        "native_granularity": draw(st.sampled_from([[8, 8], [16, 16], [8, 16]])),
+    }
+    parse_problem(data)  # the generator must only make valid problems
+    return data
+
+
+@st.composite
 def shared_weight_problems(draw: st.DrawFn, max_chains: int = 3) -> dict[str, Any]:
     """Benchmark 13 in miniature: chains ``x_i @ W0 @ W1 @ V_i`` sharing the weights W0 and
     W1 (wider than native, so every root splits its K), their results summed by Pointwise

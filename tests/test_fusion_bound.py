@@ -50,10 +50,12 @@ from tests.conftest import MLSYS
 from tests.fusion_cases import (
     FITS_ONLY_AT_A_DEEPER_K,
     PROLOGUE_WITH_AN_OUTPUT,
+    detour_problems,
     problems,
     split_chain_problems,
     subgraph_cases,
 )
+from tests.fusion_oracle import optimum
 from tests.test_fusion_scorer import HYPOTHESIS, reference
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -246,6 +248,22 @@ def test_an_op_whose_output_comes_back_runs_first_elsewhere():
               Priced((3,), none, none, 5 * unit), Priced((1,), none, none, 3 * unit)]
     value, optimal, chosen = cover._solve_cover(ctx, priced, None, time.monotonic() + 10)
     assert (value, optimal, sorted(chosen)) == (12, True, [2, 3, 4])
+
+
+@pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
+@QUICK
+@given(raw=detour_problems())
+def test_cover_stays_below_the_optimum_where_op_sets_leave_and_reenter(raw, mode):
+    """On chains with skips and forks, where many op sets are reentrant, the cover (which
+    keeps each op's first run out of them) stays below the exhaustive optimum over the
+    solver's decision space, recomputation included."""
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode))
+    best = optimum(ctx, extra=as_variants(ctx, greedy(ctx)))
+    assume(best is not None)
+    bound = cover_bound(ScoringContext(parse_problem(raw), Rules(reduction_cost=mode)),
+                        time.monotonic() + 10)
+    assert bound.complete
+    assert bound.value <= best
 
 
 def test_a_residual_graph_is_proven_optimal_once_detours_run_first_elsewhere():

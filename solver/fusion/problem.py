@@ -412,15 +412,17 @@ def native_sizes(problem: FusionProblem) -> tuple[int, int, int]:
 
 def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
                  semantics: Semantics = "default") -> LowerBounds:
-    """Compute and I/O lower bounds of SEMANTICS.md "Public benchmarks".
+    """Compute and I/O lower bounds: SEMANTICS.md "Public benchmarks", with each op's
+    compute padded where no subgraph can stream it (equal on extents the native size
+    divides).
 
     Every op fires at least once over its whole output and pays for it at least its
     ``least_area`` (whole native tiles on every dimension no subgraph can stream); every
     consumed graph input and every graph output crosses the slow-memory boundary at least
-    once. Under the teamkorea reading an op costs its base
-    once per tile of its subgraph's grid, which may be smaller than its output, and a
-    Pointwise input moves only over that grid: each op costs its base at least once, and
-    only the graph outputs (never retained, written whole) must cross.
+    once. Under the teamkorea reading an op costs its base once per tile of its
+    subgraph's grid, which may be smaller than its output, and a Pointwise input moves
+    only over that grid: each op costs its base at least once, and only the graph outputs
+    (never retained, written whole) must cross.
     """
     g = FusionGraph(problem)
     bandwidth = exact(problem.slow_memory_bandwidth)
