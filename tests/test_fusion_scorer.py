@@ -9,11 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from models.fusion import parse_problem
+from solver.fusion import score as score_module
 from solver.fusion.closed_form import plan_of, templates_of
 from solver.fusion.evaluate import evaluate
 from solver.fusion.floors import (
     firing_floors,
     first_step_floor,
+    kept_by_last_step,
     least_first_step,
     load_floor,
 )
@@ -107,6 +109,8 @@ def test_search_floors_never_exceed_the_truth(case):
     assert floor <= trace.ws_peak
     # best_config and pricing rule a subgraph out when no granularity's first step fits
     assert held + least_first_step(ctx, templates, retained_in, retained_out) <= floor
+    # ... and best_config when what it retains cannot all be whole in its last step
+    assert held + kept_by_last_step(ctx, retained_out & shape.produced) <= trace.ws_peak
     assert first.latency == trace.latency
 
 
@@ -123,6 +127,27 @@ def test_best_config_is_the_best_legal_candidate(problem):
                   for trav in NAMED_ORDERS]
         fitting = [(s.latency, -gran[0] * gran[1]) for s, gran in scores if s.fits]
         assert best is not None and (best.latency, -best.gran[0] * best.gran[1]) == min(fitting)
+
+
+def test_an_output_too_large_to_gather_whole_is_not_retained(monkeypatch):
+    """A 256 x 256 Pointwise output (65,536) under a 20,000 capacity: its 64 x 64 tiles fit,
+    but retained under the accumulate rule it is whole by the last step, so no granularity
+    fits (every one scored agrees) and ``best_config`` says so before scoring any (the
+    greedy's retention pass had scored every candidate of every such op set)."""
+    problem = {"widths": [256, 256], "heights": [256, 256], "inputs": [[0]], "outputs": [[1]],
+               "base_costs": [100], "op_types": ["Pointwise"], "fast_memory_capacity": 20000,
+               "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
+    g = FusionGraph(parse_problem(problem))
+    ctx = ScoringContext(g)
+    assert best_config(ctx, (0,)) is not None
+    assert not any(score_subgraph(ctx, (0,), gran, "raster", (), {1}).fits
+                   for gran in legal_granularities(g, g.shape((0,))))
+
+    def unexpected(*_args):
+        raise AssertionError("scored a candidate")
+
+    monkeypatch.setattr(score_module, "_score", unexpected)
+    assert best_config(ScoringContext(g), (0,), (), {1}) is None
 
 
 def test_a_subgraph_that_fits_only_at_a_deeper_k_gets_a_config():

@@ -136,9 +136,23 @@ class Templates:
         # indexes the floors read (``floors.first_step_floor``)
         self.root_depths = [g.reduction_length(s.root) for s in self.seeds if s.root is not None]
         self.root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
+        self._depths = [g.reduction_length(s.root) if s.root is not None else 0
+                        for s in self.seeds]
+        self._extents: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self.by_tensor: dict[int, dict[str, list[tuple[str, str, int]]]] = {}
         for (t, role, r, c), seeds in self.loads.items():
             self.by_tensor.setdefault(t, {}).setdefault(role, []).append((r, c, seeds))
+
+    def extents(self, seeds: int) -> tuple[tuple[int, int, int], ...]:
+        """The distinct (height, width, root's reduction length or 0) of the seeds in a
+        mask: all the floors read of them, and most of a large op set's seeds share a few
+        (memoized per mask; the floors ask it at every granularity)."""
+        found = self._extents.get(seeds)
+        if found is None:
+            found = self._extents[seeds] = tuple({
+                (s.height, s.width, self._depths[i])
+                for i, s in enumerate(self.seeds) if seeds >> i & 1})
+        return found
 
     def _seed(self, seed: _Seed) -> int:
         self.seeds.append(seed)

@@ -4,7 +4,8 @@ cover bound prices op sets with (``bound/``).
 
 * per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``;
   summed over an op set at many tile sizes: ``tile_compute_table``);
-* from a subgraph's templates: its firings' compute (``firing_floors``), the elements it
+* from a subgraph's templates: its firings' compute (``firing_floors``; with the ops'
+  floors, ``op_set_compute``), the elements it
   must load (``load_floor``) and its first step's working set (``first_step_floor``, its
   terms apart for sharing: ``first_step_terms``, and its least over every granularity:
   ``least_first_step``, ``least_first_step_terms``), none of which needs a ``Plan``;
@@ -14,7 +15,7 @@ cover bound prices op sets with (``bound/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from solver.fusion.closed_form import (
     ALONG_COLUMN,
@@ -26,7 +27,6 @@ from solver.fusion.closed_form import (
     Run,
     State,
     Templates,
-    normal_spec,
     plan_of,
 )
 from solver.fusion.context import ScoringContext
@@ -141,18 +141,14 @@ def firing_floors(ctx: ScoringContext, tpl: Templates, gran: Granularity,
     grows with k, so that one is taken at its least over the range."""
     w, h, k = gran
     depths = range(least_k or k, k + 1)
-    p, g = ctx.problem, ctx.graph
     out: dict[int, int] = {}
-    for (q, r, c, red), seeds in tpl.firings.items():
-        target = p.outputs[q][0]
-        rows, cols = p.heights[target], p.widths[target]
-        r, c = normal_spec(r, rows, h, k)[0], normal_spec(c, cols, w, k)[0]
+    for q, r, c, red, rows, cols, weight, extents in ctx.memo(
+            "firing terms", tpl.shape.ops, lambda: _firing_terms(ctx, tpl)):
+        r = "T" if r == "T" and h < rows else "K" if r == "K" and k < rows else "F"
+        c = "T" if c == "T" and w < cols else "K" if c == "K" and k < cols else "F"
         best = 0
-        for i, s in enumerate(tpl.seeds):
-            if not seeds >> i & 1:
-                continue
-            ntr, ntc = ceil_div(s.height, h), ceil_div(s.width, w)
-            steps = ceil_div(g.reduction_length(s.root), k) if s.root is not None else 1
+        for height, width, root_depth in extents:
+            ntr, ntc = ceil_div(height, h), ceil_div(width, w)
             # sum over tiles and k-steps of the firing's rows x columns: a tile axis
             # sums to its extent, a k-step axis sums to its extent once per tile, a
             # whole axis is its extent in every tile and step
@@ -161,13 +157,40 @@ def firing_floors(ctx: ScoringContext, tpl: Templates, gran: Granularity,
                     * ntr * ntc
             else:
                 area = rows * cols * (ntr if r != "T" else 1) * (ntc if c != "T" else 1)
-                if "K" not in (r, c) and red != "K":
-                    area *= steps
-            depth = (ctx.reduction_units(q, g.reduction_length(q)) if red is not None
-                     else ctx.reduction_den)
-            best = max(best, ctx.base_units[q] * area * depth)
-        out[q] = max(out.get(q, 0), best)
+                if "K" not in (r, c) and red != "K" and root_depth:
+                    area *= ceil_div(root_depth, k)
+            best = max(best, area)
+        out[q] = max(out.get(q, 0), weight * best)
     return out
+
+
+def _firing_terms(ctx: ScoringContext, tpl: Templates
+                  ) -> list[tuple[int, str, str, str | None, int, int, int,
+                                  tuple[tuple[int, int, int], ...]]]:
+    """``firing_floors``' granularity-free terms per firing: (op, row spec, column spec,
+    reduction, output rows, output columns, compute per unit of area, its seeds'
+    extents)."""
+    p, g = ctx.problem, ctx.graph
+    out = []
+    for (q, r, c, red), seeds in tpl.firings.items():
+        target = p.outputs[q][0]
+        depth = (ctx.reduction_units(q, g.reduction_length(q)) if red is not None
+                 else ctx.reduction_den)
+        out.append((q, r, c, red, p.heights[target], p.widths[target],
+                    ctx.base_units[q] * depth, tpl.extents(seeds)))
+    return out
+
+
+def op_set_compute(ctx: ScoringContext, shape: SubgraphShape, tpl: Templates,
+                   gran: Granularity, least_k: int | None = None) -> int:
+    """Compute every schedule of the op set pays at ``gran`` (or, with ``least_k``, at
+    every k from it up), in ``ctx`` units: per op, the larger of its tile floor
+    (``op_floor``) and its firings' (``firing_floors``)."""
+    w, h, _ = gran
+    firings = firing_floors(ctx, tpl, gran, least_k)
+    tables = ctx.memo("op floor tables", shape.ops,
+                      lambda: [op_floors(ctx, shape, q) for q in shape.ops])
+    return sum(max(at(w, h), firings.get(q, 0)) for q, at in zip(shape.ops, tables, strict=True))
 
 
 def first_step_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
@@ -271,6 +294,15 @@ def kept_in_first_step(ctx: ScoringContext, tpl: Templates, kept: frozenset[int]
     return sum(ctx.graph.size(t) for t in kept if t in tpl.shape.ephemerals)
 
 
+def kept_by_last_step(ctx: ScoringContext, kept: Iterable[int]) -> int:
+    """What retaining ``kept`` (tensors the subgraph produces) holds in its last step:
+    under the accumulate rule (S12), every one whole, an output having gathered all its
+    tiles by then."""
+    if ctx.rules.retained_output_ws != "accumulate":
+        return 0
+    return sum(ctx.graph.size(t) for t in kept)
+
+
 def _first_step_outputs(ctx: ScoringContext, tpl: Templates, gran: Granularity
                         ) -> tuple[int, int]:
     """The first step's output tiles, and the seeds it serves (bit mask)."""
@@ -331,31 +363,46 @@ def load_floor(ctx: ScoringContext, tpl: Templates, gran: Granularity,
     """
     w, h, k = gran
     p = ctx.problem
-    by_tensor: dict[int, dict[tuple[str, str, str], int]] = {}
-    for (t, role, r, c), seeds in tpl.loads.items():
-        if t not in resident:
-            key = (role, normal_spec(r, p.heights[t], h, k)[0],
-                   normal_spec(c, p.widths[t], w, k)[0])
-            found = by_tensor.setdefault(t, {})
-            found[key] = found.get(key, 0) | seeds
     total = 0
-    for t, templates in by_tensor.items():
-        size = p.heights[t] * p.widths[t]
-        rows = {r for _, r, _ in templates}
-        cols = {c for _, _, c in templates}
-        if ("F", "F") in {(r, c) for _, r, c in templates} or {"T", "K"} <= rows \
-                or {"T", "K"} <= cols:
+    for t in tpl.by_tensor:
+        if t in resident:
+            continue
+        height, width = p.heights[t], p.widths[t]
+        size = height * width
+        spans = (h < height, k < height, w < width, k < width)
+        sweeps = ctx.memo("load sweeps", (tpl.shape.ops, t, spans),
+                          lambda t=t, spans=spans: _load_sweeps(tpl, t, spans))
+        if sweeps is None:
             total += size
             continue
-        swept = 0
-        for (_, r, c), seeds in templates.items():
-            if "K" in (r, c) and (r, c) != ("K", "K"):
-                swept += size * max(
-                    (ceil_div(s.height, h) if r != "T" else 1)
-                    * (ceil_div(s.width, w) if c != "T" else 1)
-                    for i, s in enumerate(tpl.seeds) if seeds >> i & 1)
+        swept = sum(size * max((ceil_div(rows, h) if along_rows else 1)
+                               * (ceil_div(cols, w) if along_cols else 1)
+                               for rows, cols, _ in extents)
+                    for along_rows, along_cols, extents in sweeps)
         total += max(size, swept)
     return total
+
+
+def _load_sweeps(tpl: Templates, t: int, spans: tuple[bool, bool, bool, bool]
+                 ) -> list[tuple[bool, bool, tuple[tuple[int, int, int], ...]]] | None:
+    """How ``load_floor`` counts tensor ``t`` at every granularity where its tile and
+    k-slice cover its extents alike (``spans``: h, k below its height; w, k below its
+    width): None when it is loaded whole once, else per normalized spec on a k-step range
+    whether its rows and its columns repeat across tile rows and columns, and the seeds'
+    extents it repeats over."""
+    tile_rows, k_rows, tile_cols, k_cols = spans
+    specs: dict[tuple[str, str, str], int] = {}
+    for role, found in tpl.by_tensor[t].items():
+        for r, c, seeds in found:
+            r = "T" if r == "T" and tile_rows else "K" if r == "K" and k_rows else "F"
+            c = "T" if c == "T" and tile_cols else "K" if c == "K" and k_cols else "F"
+            specs[role, r, c] = specs.get((role, r, c), 0) | seeds
+    rows = {r for _, r, _ in specs}
+    cols = {c for _, _, c in specs}
+    if any(r == c == "F" for _, r, c in specs) or {"T", "K"} <= rows or {"T", "K"} <= cols:
+        return None
+    return [(r != "T", c != "T", tpl.extents(seeds)) for (_, r, c), seeds in specs.items()
+            if "K" in (r, c) and (r, c) != ("K", "K")]
 
 
 def op_floor(ctx: ScoringContext, shape: SubgraphShape, q: int, w: int, h: int) -> int:

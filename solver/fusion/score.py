@@ -28,11 +28,11 @@ from solver.fusion.closed_form import (
 from solver.fusion.context import ScoringContext, ScoringTimeout
 from solver.fusion.floors import (
     compute_groups,
-    firing_floors,
     first_step_floor,
+    kept_by_last_step,
     least_first_step,
     load_floor,
-    op_floor,
+    op_set_compute,
     peak_fits,
     tile_area,
 )
@@ -149,8 +149,9 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
     the wait."""
     templates = templates_of(ctx, shape.ops)
-    if held + least_first_step(ctx, templates, resident, kept) > ctx.capacity:
-        return None  # no granularity's first step fits
+    if held + least_first_step(ctx, templates, resident, kept) > ctx.capacity \
+            or held + kept_by_last_step(ctx, kept & shape.produced) > ctx.capacity:
+        return None  # no granularity's first step, or last, fits
     written = sum(ctx.graph.size(t) for t in shape.outputs if t not in kept)
     loaded_resident = resident & frozenset(shape.inputs)
     by_compute = list(ctx.memo("candidates", shape.ops, lambda: _candidates(ctx, shape)))
@@ -168,10 +169,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     def wait(gran: Granularity, rank: tuple[int, int, int]) -> None:
         compute = computes.get(gran)
         if compute is None:
-            w, h, _ = gran
-            firings = firing_floors(ctx, templates, gran)
-            compute = computes[gran] = sum(max(op_floor(ctx, shape, q, w, h), firings.get(q, 0))
-                                           for q in shape.ops)
+            compute = computes[gran] = op_set_compute(ctx, shape, templates, gran)
         load = loads.get(gran)
         if load is None:
             load = loads[gran] = load_floor(ctx, templates, gran, resident)

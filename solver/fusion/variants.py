@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from solver.fusion.floors import kept_by_last_step
 from solver.fusion.score import Config, ScoringContext, best_config
 
 
@@ -77,9 +78,7 @@ def _may_fit(ctx: ScoringContext, retained_in: frozenset[int],
     full size in every step (S5.5) and, under the ``accumulate`` reading, a retained output
     is whole by the last step (S12)."""
     held = sum(ctx.graph.size(t) for t in retained_in)
-    if ctx.rules.retained_output_ws == "accumulate":
-        held += sum(ctx.graph.size(t) for t in retained_out)
-    return held <= ctx.capacity
+    return held + kept_by_last_step(ctx, retained_out) <= ctx.capacity
 
 
 def _singles_and_all(tensors: list[int]) -> list[frozenset[int]]:

@@ -25,14 +25,13 @@ from solver.fusion.closed_form import Granularity, templates_of
 from solver.fusion.context import ScoringContext
 from solver.fusion.floors import (
     any_order_floor,
-    firing_floors,
     first_step_terms,
     held_in_first_step,
     kept_in_first_step,
     least_first_step,
     least_first_step_terms,
     load_floor,
-    op_floors,
+    op_set_compute,
     peak_fits,
     tile_compute_table,
 )
@@ -373,15 +372,10 @@ def _cells(ctx: ScoringContext, shape: SubgraphShape) -> Cells:
                              for j, h in enumerate(hs))
         templates = templates_of(ctx, shape.ops)
         found: dict[tuple[Granularity, int], int] = {}
-        floors: list[Callable[[int, int], int]] = []  # per op, when a cell is first priced
 
         def compute_of(gran: Granularity, least_k: int) -> int:
             if (gran, least_k) not in found:
-                w, h, _ = gran
-                floors[:] = floors or [op_floors(ctx, shape, q) for q in shape.ops]
-                firings = firing_floors(ctx, templates, gran, least_k=least_k)
-                found[gran, least_k] = sum(max(at(w, h), firings.get(q, 0))
-                                           for q, at in zip(shape.ops, floors, strict=True))
+                found[gran, least_k] = op_set_compute(ctx, shape, templates, gran, least_k)
             return found[gran, least_k]
 
         return spatial, depths, compute_of, feeds
