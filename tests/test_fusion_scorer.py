@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion import score as score_module
@@ -148,6 +149,22 @@ def test_an_output_too_large_to_gather_whole_is_not_retained(monkeypatch):
 
     monkeypatch.setattr(score_module, "_score", unexpected)
     assert best_config(ScoringContext(g), (0,), (), {1}) is None
+
+
+@HYPOTHESIS
+@given(case=subgraph_cases(), slack=st.sampled_from([-1, 0, 1, None]))
+def test_a_search_capped_at_a_latency_finds_the_best_or_proves_it_slower(case, slack):
+    """``at_most`` only stops the search sooner: a fresh context capped just below, at or
+    above the best (one latency unit either way) returns the uncapped config when it is
+    within the cap and None otherwise, and a capped miss does not stick."""
+    g, ops, _, _, retained_in, retained_out = case
+    best = best_config(ScoringContext(g), ops, retained_in, retained_out)
+    ctx = ScoringContext(g)
+    cap = Fraction(10**9) if best is None or slack is None \
+        else best.latency + Fraction(slack, ctx.unit)
+    capped = best_config(ctx, ops, retained_in, retained_out, at_most=cap)
+    assert capped == (best if best is not None and best.latency <= cap else None)
+    assert best_config(ctx, ops, retained_in, retained_out) == best
 
 
 def test_a_subgraph_that_fits_only_at_a_deeper_k_gets_a_config():

@@ -80,6 +80,10 @@ class ScoringContext:
             self._cache[full] = make()
         return self._cache[full]
 
+    def has(self, kind: str, key: tuple[Any, ...]) -> bool:
+        """Whether ``memo`` holds a value under (kind, key)."""
+        return (kind, *key) in self._cache
+
     def granularities(self, ops: tuple[int, ...]) -> list[tuple[int, int, int]]:
         return self.memo("grans", ops, lambda: legal_granularities(
             self.graph, self.shape(ops), balanced=self.every_tile))

@@ -76,10 +76,11 @@ class _Merger:
             merged = a | b
             if not self._ephemerals_stay_inside(merged):
                 continue
-            config = best_config(self.ctx, self.ops(merged))
+            apart = self.configs[a].latency + self.configs[b].latency
+            config = best_config(self.ctx, self.ops(merged), at_most=apart)
             if config is None:
-                continue
-            benefit = self.configs[a].latency + self.configs[b].latency - config.latency
+                continue  # no config fits, or none is as fast as the two apart
+            benefit = apart - config.latency
             if benefit > 0 or (allow_zero and benefit == 0):
                 key = (min(self.position[q] for q in a), min(self.position[q] for q in b))
                 candidates.append((-benefit, key, a, b, config))

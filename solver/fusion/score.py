@@ -11,6 +11,7 @@ in increasing order of their floors (``floors.py``).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -115,6 +116,7 @@ def best_config(
     ops: Sequence[int],
     retained_in: Iterable[int] = (),
     retained_out: Iterable[int] = (),
+    at_most: Fraction | None = None,
 ) -> Config | None:
     """The lowest-latency legal granularity and traversal that fits, or None (memoized).
 
@@ -123,6 +125,10 @@ def best_config(
     and, for multi-tile MatMul subgraphs, to snake order (the seed team's choice). A
     candidate is scored only while its floor (least compute, least slow-memory traffic)
     can still match the best found.
+
+    With ``at_most``, None also when the best is slower than that, and then sooner: no
+    candidate whose floor is above it is tried (the greedy asks of every merge whether
+    it pays, and most do not). The config returned is the same as without it.
     """
     ops = tuple(ops)
     shape = ctx.shape(ops)
@@ -130,8 +136,21 @@ def best_config(
     held = sum(ctx.graph.size(t) for t in resident)
     key = (ops, resident & shape.consumed, held, kept)
     if ctx.semantics == "teamkorea":
-        return ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
-    return ctx.memo("best", key, lambda: _search(ctx, shape, resident, kept, held))
+        found = ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
+    elif at_most is None or ctx.every_tile or ctx.has("best", key):
+        # with every tile, which narrowings are tried depends on the candidates before
+        found = ctx.memo("best", key, lambda: _search(ctx, shape, resident, kept, held))
+    else:
+        exceeds = ctx.memo("best exceeds", key, lambda: [Fraction(-1)])
+        if at_most <= exceeds[0]:
+            return None
+        found = _search(ctx, shape, resident, kept, held, at_most * ctx.unit)
+        if found is None:
+            exceeds[0] = at_most
+            return None
+        ctx.memo("best", key, lambda: found)
+    return found if at_most is None or (found is not None and found.latency <= at_most) \
+        else None
 
 
 def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
@@ -142,12 +161,13 @@ def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[in
 
 
 def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
-            kept: frozenset[int], held: int) -> Config | None:
+            kept: frozenset[int], held: int, cutoff: Fraction | None = None) -> Config | None:
     """Candidates in increasing order of their floor, max(compute, traffic): the compute
     floor is cheap, so the traffic floor is computed only for candidates whose compute floor
     does not already exceed the smallest floor waiting (a heap keeps the exact order).
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
-    the wait."""
+    the wait. With ``cutoff`` (in ``ctx`` units), no candidate whose floor is above it is
+    tried, and None unless the best is at most it (that best is then the same)."""
     templates = templates_of(ctx, shape.ops)
     if held + least_first_step(ctx, templates, resident, kept) > ctx.capacity \
             or held + kept_by_last_step(ctx, kept & shape.produced) > ctx.capacity:
@@ -176,12 +196,16 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         traffic = (load + written) * ctx.per_element
         heapq.heappush(waiting, (max(compute, traffic), rank, gran))
 
-    while by_compute or waiting:
-        while by_compute and (not waiting or by_compute[-1][0] <= waiting[0][0]):
+    limit = math.inf if cutoff is None else cutoff
+    while True:
+        while by_compute and by_compute[-1][0] <= limit \
+                and (not waiting or by_compute[-1][0] <= waiting[0][0]):
             _, rank, gran = by_compute.pop()
             wait(gran, rank)
+        if not waiting:
+            break
         floor, rank, gran = heapq.heappop(waiting)
-        if best is not None and (floor, rank) > best[:2]:
+        if floor > limit or (best is not None and (floor, rank) > best[:2]):
             break  # its latency is at least its floor: it cannot beat the best, nor can later ones
         if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
@@ -210,7 +234,7 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             for narrower in fresh:
                 tried.add(narrower)
                 wait(narrower, _tie_rank(narrower))
-    return found
+    return found if found is None or found.latency * ctx.unit <= limit else None
 
 
 def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
