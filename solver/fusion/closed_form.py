@@ -184,7 +184,6 @@ class _Firing(NamedTuple):
 
 
 class _StepStatic(NamedTuple):
-    compute: int
     tensors: tuple  # (tensor, whole slice active, ((bit, size, row tiled, col tiled, K), ..))
     areas: dict[int, int]  # tile area of every subgraph output
     last: bool
@@ -262,6 +261,7 @@ class Plan:
             self.k_cuts |= {n - 1, n}
         self._k_runs: dict[tuple[int, int], tuple[list[int], list[tuple[int, int]]]] = {}
         self._statics: dict[tuple[int, int, int], _StepStatic] = {}
+        self._computes: dict[tuple[int, int, int], int] = {}
 
     def _prone_axes(self, partial: dict[LoadKey, int]) -> tuple[bool, bool]:
         """Axes on which a tile range and a k-step range of one identity may coincide."""
@@ -396,8 +396,17 @@ class Plan:
             p = self.ctx.problem
             areas = {t: self.row_size(p.heights[t], tr) * self.col_size(p.widths[t], tc)
                      for t in self.shape.outputs}
-            found = self._statics[key] = _StepStatic(
-                self.compute(active, tr, tc, j), tuple(tensors), areas, j == self.last)
+            found = self._statics[key] = _StepStatic(tuple(tensors), areas, j == self.last)
+        return found
+
+    def step_compute(self, ri: int, ci: int, ki: int) -> int:
+        """``compute`` of a step of these classes, memoized apart from ``static``: whether
+        a granularity fits (``entered_ws``) needs only the latter."""
+        key = (ri, ci, ki)
+        found = self._computes.get(key)
+        if found is None:
+            tr, tc, j = self.row_starts[ri], self.col_starts[ci], self.k_runs(ri, ci)[0][ki]
+            found = self._computes[key] = self.compute(self.active_seeds(tr, tc, j), tr, tc, j)
         return found
 
     def coincides(self, bit: int, ri: int, ci: int, before: int, coord: Coord,
@@ -420,10 +429,12 @@ class Plan:
                 return False
         return True
 
-    def first_step_ws(self, resident: frozenset[int], kept: frozenset[int]) -> int:
-        """Working set of the very first step, without the previous subgraph's retained
-        tensors: a cheap way to reject granularities that cannot fit."""
-        st = self.static(0, 0, 0)
+    def entered_ws(self, ri: int, ci: int, ki: int, resident: frozenset[int],
+                   kept: frozenset[int]) -> int:
+        """Working set of a step of these classes entered with nothing present (what
+        ``Run.step`` holds from ``START``: its own slices, whole tensors it requires
+        whole), without the previous subgraph's retained tensors."""
+        st = self.static(ri, ci, ki)
         ws = sum(st.areas.values())
         if self.ctx.rules.retained_output_ws == "accumulate":
             ws += sum(self.ctx.graph.size(t) for t in kept if t in self.shape.ephemerals)
@@ -566,7 +577,7 @@ class Run:
         stored = sum(st.areas[t] for t in self.written) if st.last else 0
         area = sum(st.areas[t] for t in self.retained) if st.last else 0
         ws += self.fixed + sum(st.areas.values())
-        latency = max(st.compute, (loaded + stored) * self.per_element)
+        latency = max(plan.step_compute(ri, ci, ki), (loaded + stored) * self.per_element)
         here = (plan.row_starts[ri] if plan.prone_rows else -1,
                 plan.col_starts[ci] if plan.prone_cols else -1)
         found = self._steps[key] = Span(latency, ws, area, (present_now, whole_now, here))

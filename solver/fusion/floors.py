@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from solver.fusion.closed_form import (
     ALONG_COLUMN,
     ALONG_ROW,
-    IN_TILE,
     START,
     Granularity,
     Relation,
@@ -121,9 +120,7 @@ def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
     more whole from a step before. Stops at the first step that cannot (each tile's last
     k-step first: outputs and retained tiles peak there)."""
     plan = plan_of(ctx, ops, gran)
-    run = Run(plan, resident, kept)
-    room += sum(ctx.graph.size(t) for t in resident)
-    return all((run.step(ri, ci, ki, IN_TILE, START).peak or 0) <= room
+    return all(plan.entered_ws(ri, ci, ki, resident, kept) <= room
                for ri in range(len(plan.row_starts)) for ci in range(len(plan.col_starts))
                for ki in reversed(range(len(plan.k_runs(ri, ci)[0]))))
 
