@@ -5,10 +5,11 @@ cover bound prices op sets with (``bound/``).
 * per op, the compute it cannot avoid at a tile size (``op_floor``, ``least_compute``;
   summed over an op set at many tile sizes: ``tile_compute_table``);
 * from a subgraph's templates: its firings' compute (``firing_floors``; with the ops'
-  floors, ``op_set_compute``), the elements it
-  must load (``load_floor``) and its first step's working set (``first_step_floor``, its
-  terms apart for sharing: ``first_step_terms``, and its least over every granularity:
-  ``least_first_step``, ``least_first_step_terms``), none of which needs a ``Plan``;
+  floors, ``op_set_compute``), the elements it must load (``load_floor``) and its first
+  step's working set (``first_step_floor``, its terms apart for sharing:
+  ``first_step_terms``, and its least over every granularity: ``least_first_step``,
+  ``least_first_step_terms``), none of which needs a ``Plan``; what retaining adds to
+  its first and its last step (``kept_in_first_step``, ``kept_by_last_step``);
 * from a plan's steps: the least latency of every traversal (``any_order_floor``) and
   whether some traversal's peak may fit (``peak_fits``).
 """
