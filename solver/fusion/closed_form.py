@@ -134,10 +134,10 @@ class Templates:
             if not g.is_matmul(shape.producer[t]):
                 require(t, "T", "T", "pw", self._seed(_Seed(None, p.heights[t], p.widths[t])))
         # indexes the floors read (``floors.first_step_floor``)
-        self.root_depths = [g.reduction_length(s.root) for s in self.seeds if s.root is not None]
-        self.root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
         self._depths = [g.reduction_length(s.root) if s.root is not None else 0
-                        for s in self.seeds]
+                        for s in self.seeds]  # a root's K is at least 1
+        self.root_depths = [depth for depth in self._depths if depth]
+        self.root_seeds = sum(1 << i for i, s in enumerate(self.seeds) if s.root is not None)
         self._extents: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self.by_tensor: dict[int, dict[str, list[tuple[str, str, int]]]] = {}
         for (t, role, r, c), seeds in self.loads.items():
