@@ -198,6 +198,29 @@ def test_the_first_tile_pays_for_what_the_others_reuse():
     assert run.latency == Fraction("27852.8")
 
 
+def test_a_grid_is_entered_once_from_nowhere_and_then_only_so_often_along_columns():
+    """One MatMul, 256 x 128 by 128 x 256, in 128-wide, 92-high tiles (rows of 92, 92 and
+    72; two columns), at 10 elements a unit, memory-bound. A tile entered down its column
+    keeps the RHS strip and loads its LHS strip (2,355.2 a 92-row tile, 1,843.2 the
+    72-row one, with its output written); along its row it loads the RHS strip instead
+    (2,816, 2,560); the first tile loads both (3,993.6, 3,481.6). Whichever tile comes
+    first, the other five are entered down a column at most four times: 3,993.6 +
+    3 x 2,355.2 + 2 x 1,843.2 + 460.8 = 15,206.4 (or from the short row, 3,481.6 + 3 x
+    2,355.2 + 2,816 + 1,843.2). Column-snake takes 15,462.4. The floor had been 13,568:
+    every tile entered from a neighbour, the first one too."""
+    raw = {"widths": [128, 256, 256], "heights": [256, 128, 256], "inputs": [[0, 1]],
+           "outputs": [[2]], "base_costs": [1000], "op_types": ["MatMul"],
+           "fast_memory_capacity": 40000, "slow_memory_bandwidth": 10,
+           "native_granularity": [128, 128]}
+    ctx = ScoringContext(parse_problem(raw))
+    floor = any_order_floor(ctx, (0,), (128, 92, 128), frozenset(), frozenset())
+    assert ctx.latency(floor) == Fraction("15206.4")
+    runs = [reference(ctx.graph, (0,), (128, 92, 128), order, frozenset(), frozenset(),
+                      ctx.rules).latency
+            for order in ("raster", "snake", "column", "column_snake")]
+    assert min(runs) == Fraction("15462.4")
+
+
 FORK = {"widths": [128] * 4, "heights": [128] * 4, "inputs": [[0], [1], [1]],
         "outputs": [[1], [2], [3]], "base_costs": [100, 100, 100],
         "op_types": ["Pointwise"] * 3, "fast_memory_capacity": 100000,

@@ -80,6 +80,10 @@ class ScoringContext:
             self._cache[full] = make()
         return self._cache[full]
 
+    def remember(self, kind: str, key: tuple[Any, ...], value: Any) -> None:
+        """Make ``value`` what ``memo`` answers under (kind, key) from now on."""
+        self._cache[(kind, *key)] = value
+
     def has(self, kind: str, key: tuple[Any, ...]) -> bool:
         """Whether ``memo`` holds a value under (kind, key)."""
         return (kind, *key) in self._cache

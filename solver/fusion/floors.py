@@ -42,15 +42,16 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     Only a tile's first k-step depends on the order, through the step before it: the last
     step of another tile, in its row, its column or neither. Each tile is priced entered
     from each of those with every slice and whole tensor any step can hold present; a
-    step's loads only fall as more is present, so that is the least any order pays. But
-    one tile comes first, with nothing before it but the resident tensors: the least any
-    tile pays more for that in its first step is added (a 6-op chain's first tile loads
-    its three weights; the other seven of its column reuse them). Only the first step is
-    compared, against the dearest way in (the tile's least way in is not known step by
-    step): its later steps cost no less entered with nothing, since a step then holds no
-    more whole than one entered with everything. Without ``first_tile``, every tile is
-    priced entered from a neighbour (cheaper to find: see ``pricing.least``). Only so many
-    tiles can be entered along a row or a column (``least_entries``).
+    step's loads only fall as more is present, so that is the least any order pays. Only
+    so many tiles can be entered along a row or a column (``least_entries``). With
+    ``first_tile``, one tile comes first, entered with nothing before it but the resident
+    tensors, and is priced so, all of its k-steps; the others are entered from a tile
+    before them, and the least over which class of tile comes first stands (a 6-op chain's
+    first tile loads its three weights, which the other seven of its column reuse; a
+    3 x 2 grid's first tile loads both strips, and the five others are entered along a
+    column at most four times). Without it, every tile is priced entered from a neighbour,
+    the first counted once more among the entries (cheaper to find: see
+    ``pricing.least``).
     """
     plan = plan_of(ctx, ops, gran)
     if plan.prone_rows or plan.prone_cols:
@@ -67,17 +68,21 @@ def any_order_floor(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity
     rows = list(zip(plan.row_starts, plan.row_starts[1:] + [plan.ntr], strict=True))
     cols = list(zip(plan.col_starts, plan.col_starts[1:] + [plan.ntc], strict=True))
     groups: list[tuple[int, dict[Relation, int]]] = []
-    first = None
+    cold: list[int] = []  # per class of tile, what it costs coming first
     for ri, (r0, r1) in enumerate(rows):
         for ci, (c0, c1) in enumerate(cols):
             groups.append(((r1 - r0) * (c1 - c0),
                            {rel: run.tile(ri, ci, rel, everything).latency for rel in entries}))
-            if first_tile:  # the tiles above priced these steps already (``Run`` caches)
-                cold = run.step(ri, ci, 0, (False, False), START).latency - max(
-                    run.step(ri, ci, 0, rel, everything).latency for rel in entries)
-                first = cold if first is None else min(first, cold)
-    caps = {ALONG_ROW: plan.ntr * (plan.ntc - 1) + 1, ALONG_COLUMN: plan.ntc * (plan.ntr - 1) + 1}
-    return least_entries(groups, caps) + max(0, first or 0)
+            if first_tile:
+                cold.append(run.tile(ri, ci, (False, False), START).latency)
+    # moves between two tiles of one row: at most ntc - 1 per row; of one column likewise
+    caps = {ALONG_ROW: plan.ntr * (plan.ntc - 1), ALONG_COLUMN: plan.ntc * (plan.ntr - 1)}
+    if not first_tile:
+        return least_entries(groups, {rel: cap + 1 for rel, cap in caps.items()})
+    return min(first + least_entries([(n - (i == j), costs)
+                                      for j, (n, costs) in enumerate(groups) if n > (i == j)],
+                                     caps)
+               for i, first in enumerate(cold))
 
 
 def least_entries(groups: Sequence[tuple[int, Mapping[Relation, int]]],
@@ -85,8 +90,9 @@ def least_entries(groups: Sequence[tuple[int, Mapping[Relation, int]]],
     """A lower bound on the tiles' entry costs summed (``groups``: how many tiles, and what
     one costs entered by each relation) when at most ``caps[rel]`` tiles are entered by
     ``rel``: a traversal moves between two tiles of one row at most ``ntc - 1`` times per
-    row (those moves chain the row's tiles), of one column ``ntr - 1`` times per column,
-    and its first tile is counted once more. Were every tile entered its cheapest way, a
+    row (those moves chain the row's tiles), of one column ``ntr - 1`` times per column
+    (``any_order_floor`` adds one to each cap where the first tile is counted among the
+    entered ones). Were every tile entered its cheapest way, a
     column-snake's 3 x 2 grid would have five moves down a column where it has four.
 
     Lagrangian: a price ``lam[rel] >= 0`` on each capped relation gives

@@ -41,7 +41,7 @@ from solver.fusion.problem import SubgraphShape, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
-           "best_config", "score_subgraph", "tile_order"]
+           "best_config", "config_at", "remember_best", "score_subgraph", "tile_order"]
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
@@ -134,7 +134,7 @@ def best_config(
     shape = ctx.shape(ops)
     resident, kept = frozenset(retained_in), frozenset(retained_out)
     held = sum(ctx.graph.size(t) for t in resident)
-    key = (ops, resident & shape.consumed, held, kept)
+    key = _best_key(ctx, ops, resident, kept)
     if ctx.semantics == "teamkorea":
         found = ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
     elif at_most is None or ctx.every_tile or ctx.has("best", key):
@@ -151,6 +151,38 @@ def best_config(
         ctx.memo("best", key, lambda: found)
     return found if at_most is None or (found is not None and found.latency <= at_most) \
         else None
+
+
+def remember_best(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozenset[int],
+                  retained_out: frozenset[int], config: Config) -> None:
+    """Make ``config`` what ``best_config`` answers for this subgraph from now on: one found
+    beyond its candidates (``retile``), faster than its best."""
+    ctx.remember("best", _best_key(ctx, ops, retained_in, retained_out), config)
+
+
+def _best_key(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
+              kept: frozenset[int]) -> tuple:
+    """What a subgraph's best config depends on: the resident tensors it reads, the room
+    all of them take, and what it keeps."""
+    return (ops, resident & ctx.shape(ops).consumed,
+            sum(ctx.graph.size(t) for t in resident), kept)
+
+
+def config_at(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
+              resident: frozenset[int], kept: frozenset[int]) -> Config | None:
+    """The fastest named traversal at ``gran`` that fits (the first in the order of
+    preference among equals), None if none does. Only several tile rows and columns give
+    a MatMul subgraph a choice."""
+    plan = plan_of(ctx, shape.ops, gran)
+    orders: tuple[TraversalName, ...] = ("raster",)
+    if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
+        orders = ROW_ORDERS + COLUMN_ORDERS if plan.column_strips else ROW_ORDERS
+    found = None
+    for traversal in orders:
+        s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
+        if s.fits and (found is None or s.latency < found.latency):
+            found = Config(gran, traversal, s.latency, s.ws_peak)
+    return found
 
 
 def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
@@ -205,26 +237,16 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
         if not waiting:
             break
         floor, rank, gran = heapq.heappop(waiting)
-        if floor > limit or (best is not None and (floor, rank) > best[:2]):
+        if floor > limit or (best is not None and (floor, rank) > best):
             break  # its latency is at least its floor: it cannot beat the best, nor can later ones
         if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout  # before memo() stores a result: an unfinished search is not kept
-        fitted = False
+        config = None
         if held + first_step_floor(ctx, templates, gran, resident, kept) <= ctx.capacity:
-            plan = plan_of(ctx, shape.ops, gran)
-            orders: tuple[TraversalName, ...] = ("raster",)
-            if shape.has_matmul and plan.ntr > 1 and plan.ntc > 1:
-                orders = ROW_ORDERS + COLUMN_ORDERS if plan.column_strips else ROW_ORDERS
-            for t_rank, traversal in enumerate(orders):
-                s = score_subgraph(ctx, shape.ops, gran, traversal, resident, kept)
-                if not s.fits:
-                    continue
-                fitted = True
-                candidate = (s.latency * ctx.unit, rank, t_rank)
-                if best is None or candidate < best:
-                    best = candidate
-                    found = Config(gran, traversal, s.latency, s.ws_peak)
-        if not fitted and ctx.every_tile and gran in candidates and narrowings < NARROWINGS:
+            config = config_at(ctx, shape, gran, resident, kept)
+        if config is not None and (best is None or (config.latency * ctx.unit, rank) < best):
+            best, found = (config.latency * ctx.unit, rank), config
+        if config is None and ctx.every_tile and gran in candidates and narrowings < NARROWINGS:
             # the cheapest candidates that do not fit, each once; one with no tile that may
             # fit within half of it does not count (a 128 x 128 tile whose output alone
             # overflows yields none, and the next k may hold the best tile)

@@ -187,7 +187,8 @@ Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 
 def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
            kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None,
-           terms: FirstSteps | None = None, first_tile: bool = False
+           terms: FirstSteps | None = None, first_tile: bool = False,
+           price_at: Callable[[Granularity], int | None] | None = None
            ) -> tuple[int, bool] | None:
     """The least latency over every granularity that may fit and whether it is exact (not
     a range's floor), None if none can.
@@ -205,7 +206,10 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     ``first_tile``: a single value's exact price counts a traversal's first tile entered
     with nothing present. It raises exact prices above the floors of the cells around
     them, so more cells are walked before one is found (2.5 times the single values on
-    ``gen-attention-09``): the cover asks it only of the prices its optimum picks."""
+    ``gen-attention-09``): the cover asks it only of the prices its optimum picks.
+    ``price_at``: what a single value costs in place of that floor (at least it; None drops
+    the value): the search asks the latency of its best named traversal, and gets the
+    fastest of every granularity (``retile``)."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     # a relaxed arrival loads none of its resident tensors, but each may be resident or
@@ -314,9 +318,13 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 gran = (cell[0][0], cell[1][0], cell[2][0])
                 peaks += 1
                 if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
-                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept,
-                                            first_tile)
-                    heapq.heappush(heap, (max(units, exact or 0), EXACT, cell))
+                    if price_at is None:
+                        exact = any_order_floor(ctx, shape.ops, gran, resident, kept,
+                                                first_tile) or 0
+                    else:
+                        exact = price_at(gran)
+                    if exact is not None:
+                        heapq.heappush(heap, (max(units, exact), EXACT, cell))
                 continue
             if splits == 0 or (deadline is not None and now() > deadline):
                 return units, False
