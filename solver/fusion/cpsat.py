@@ -14,6 +14,9 @@
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
    reshapes) is solved, again around each new incumbent (``relink``). It stops early
    enough to leave the caller time for its bound.
+4. Under the default reading, greedy's subgraphs before the search and the final
+   schedule's after it are each taken to the fastest of every integer granularity
+   (``retile``): the search's own candidates are powers of two, caps and a few narrowings.
 
 A schedule whose latency reaches the problem's lower bound (compute, I/O or the traffic
 every schedule is forced into, ``bound.forced_bound``) is optimal outright, and the search
