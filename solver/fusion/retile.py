@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from math import floor as floor_int
 
 from solver.deadline import now
 from solver.fusion.bound.pricing import least
 from solver.fusion.closed_form import Granularity
+from solver.fusion.floors import peak_fits
 from solver.fusion.problem import bounds_issue, k_depth_issue, prologue_issue
 from solver.fusion.score import Config, ScoringContext, config_at, remember_best
 from solver.fusion.variants import Variant
@@ -50,11 +52,15 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
     """The fastest config of ``v``'s subgraph over every integer granularity, None if the
     walk ran out of splits or time first."""
     shape = ctx.shape(v.ops)
+    room = floor_int(ctx.capacity) - sum(ctx.graph.size(t) for t in v.retained_in)
     configs: dict[int, Config] = {}
 
     def price_at(gran: Granularity) -> int | None:
+        if now() > deadline:  # the walk itself looks at the time only where it splits
+            raise _OutOfTime
         if k_depth_issue(ctx.graph, shape, gran[2]) or bounds_issue(ctx.graph, gran) or \
-                prologue_issue(ctx.graph, shape, gran):
+                prologue_issue(ctx.graph, shape, gran) or \
+                not peak_fits(ctx, v.ops, gran, v.retained_in, v.retained_out, room):
             return None
         config = config_at(ctx, shape, gran, v.retained_in, v.retained_out)
         if config is None:
@@ -63,6 +69,13 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
         configs.setdefault(units, config)
         return units
 
-    found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
-                  price_at=price_at)
+    try:
+        found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
+                      price_at=price_at)
+    except _OutOfTime:
+        return None
     return configs.get(found[0]) if found is not None and found[1] else None
+
+
+class _OutOfTime(Exception):
+    """The deadline passed in the middle of a walk."""

@@ -22,6 +22,7 @@ from models.fusion import (
     Semantics,
     SolveStatus,
 )
+from solver.collector import young_collections_only
 from solver.deadline import Deadline, deterministic, now, wrap_up_s
 from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
@@ -214,7 +215,7 @@ def solve(problem: FusionProblem, solver: str = DEFAULT_SOLVER, *,
     if deadline is None:
         deadline = Deadline.after(time_limit_s or default_time_limit_s(solver))
     started = time.monotonic()
-    with deadline.running() as run:
+    with deadline.running() as run, young_collections_only():
         ends = run.at - wrap_up_s(problem.num_ops)
         result = SOLVERS[solver](problem, ends, reduction_cost=reduction_cost, seed=seed,
                                  workers=workers, semantics=semantics)
