@@ -7,10 +7,11 @@ import itertools
 import pytest
 
 from models.fusion import parse_problem
+from solver.fusion.bound.pricing import least
 from solver.fusion.context import ScoringContext
 from solver.fusion.cpsat import as_planned, total
 from solver.fusion.evaluate import evaluate
-from solver.fusion.retile import retile
+from solver.fusion.retile import SPLITS, retile
 from solver.fusion.schedule import to_solution
 from solver.fusion.score import best_config, config_at
 from solver.fusion.variants import make_variant
@@ -46,3 +47,14 @@ def test_retiling_finds_the_fastest_of_every_integer_granularity(capacity):
     assert best_config(ctx, (0,), weight, frozenset()) == schedule[1].config  # remembered
     verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(schedule)), ctx.rules)
     assert verdict.valid and verdict.total == total(schedule)
+
+
+def test_a_walk_asked_for_something_faster_stops_where_nothing_waiting_is():
+    """``least(..., below=...)``: the walk answers None as soon as the least floor waiting
+    is not below the latency asked to beat, and otherwise what it answers without."""
+    ctx = ScoringContext(parse_problem(resident_weight(700)), every_tile=True)
+    shape, weight = ctx.shape((0,)), frozenset({1})
+    found = least(ctx, shape, weight, frozenset(), False, SPLITS)
+    assert found is not None and found[1]
+    assert least(ctx, shape, weight, frozenset(), False, SPLITS, below=found[0]) is None
+    assert least(ctx, shape, weight, frozenset(), False, SPLITS, below=found[0] + 1) == found

@@ -27,6 +27,9 @@ from solver.fusion.variants import Variant
 
 SPLITS = 4096
 """Range splits a subgraph's walk may make before it gives up and keeps its config."""
+WALK_SHARE = 0.5
+"""Most of the time left one subgraph's walk may take. Most walks take milliseconds, but on
+the generated ``gen-residual-08`` one took 0.6 s, the whole time a 10-s solve gives them."""
 
 
 def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) -> list[Variant]:
@@ -39,9 +42,14 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
         if now() > deadline:
             break
         v = out[i]
-        if v.config is None:
+        walked = (v.ops, v.retained_in, v.retained_out)
+        if v.config is None or ctx.has("retiled", walked):
             continue
-        found = _fastest(ctx, v, deadline)
+        try:  # no walk takes more than half the time left: one slow walk leaves the rest
+            found = _fastest(ctx, v, now() + WALK_SHARE * (deadline - now()))
+        except _OutOfTime:
+            continue
+        ctx.remember("retiled", walked, True)  # its walk is done: the next pass skips it
         if found is not None and found.latency < v.latency:
             remember_best(ctx, v.ops, v.retained_in, v.retained_out, found)
             out[i] = replace(v, latency=found.latency, config=found)
@@ -49,8 +57,9 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
 
 
 def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
-    """The fastest config of ``v``'s subgraph over every integer granularity, None if the
-    walk ran out of splits or time first."""
+    """The fastest config of ``v``'s subgraph over every integer granularity, None if none
+    is faster than its own or the walk ran out of splits first (``_OutOfTime`` if out of
+    time)."""
     shape = ctx.shape(v.ops)
     room = floor_int(ctx.capacity) - sum(ctx.graph.size(t) for t in v.retained_in)
     configs: dict[int, Config] = {}
@@ -69,11 +78,10 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
         configs.setdefault(units, config)
         return units
 
-    try:
-        found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
-                      price_at=price_at)
-    except _OutOfTime:
-        return None
+    found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
+                  price_at=price_at, below=int(v.latency * ctx.unit))
+    if found is not None and not found[1] and now() > deadline:
+        raise _OutOfTime  # a range's floor: the walk stopped for the time, not its splits
     return configs.get(found[0]) if found is not None and found[1] else None
 
 

@@ -188,8 +188,8 @@ Cell = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
            kept: frozenset[int], relaxed: bool, splits: int, deadline: float | None = None,
            terms: FirstSteps | None = None, first_tile: bool = False,
-           price_at: Callable[[Granularity], int | None] | None = None
-           ) -> tuple[int, bool] | None:
+           price_at: Callable[[Granularity], int | None] | None = None,
+           below: int | None = None) -> tuple[int, bool] | None:
     """The least latency over every granularity that may fit and whether it is exact (not
     a range's floor), None if none can.
 
@@ -209,7 +209,9 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     ``gen-attention-09``): the cover asks it only of the prices its optimum picks.
     ``price_at``: what a single value costs in place of that floor and fit check (at least
     the floor; None drops the value): the search asks the latency of its best named
-    traversal that fits, and gets the fastest of every granularity (``retile``)."""
+    traversal that fits, and gets the fastest of every granularity (``retile``). With
+    ``below``, None as soon as the least waiting is not below it (the search asks only for
+    something faster than the config it has)."""
     size = ctx.graph.size
     held = 0 if relaxed else sum(size(t) for t in resident)
     # a relaxed arrival loads none of its resident tensors, but each may be resident or
@@ -293,6 +295,8 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             return None  # no granularity's first step fits: no cell walked
         while heap:
             units, stage, cell = heapq.heappop(heap)
+            if below is not None and units >= below:
+                return None  # nothing waiting can be below it
             if stage == EXACT:
                 return units, True
             if stage == GROUP:
