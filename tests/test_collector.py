@@ -14,26 +14,34 @@ class _Node:
     link: object = None
 
 
+def _cycle() -> weakref.ref:
+    node = _Node()
+    node.link = node
+    return weakref.ref(node)
+
+
 def test_a_solve_holds_full_collections_back_and_gives_them_back():
     before = gc.get_threshold()
     with young_collections_only():
         assert gc.get_threshold() == (before[0], before[1], NEVER)
     assert gc.get_threshold() == before
+    gc.unfreeze()
 
 
-def test_a_later_solve_first_collects_the_cycles_an_earlier_one_left():
-    """A pool worker runs one solve after another: what the first left in cycles (its
-    caches point back at their context) must not outlive the second's start."""
-    with young_collections_only():
-        pass
+def test_what_a_solve_leaves_waits_frozen_for_the_next_one():
+    """A pool worker runs one solve after another: what the first leaves in cycles (its
+    caches point back at their context) is not walked while its answer goes out, and does
+    not outlive the second's start."""
     gc.disable()  # no young collection may get there first
     try:
-        node = _Node()
-        node.link = node
-        left = weakref.ref(node)
-        del node
-        assert left() is not None
+        with young_collections_only():
+            left = _cycle()
+        gc.collect()
+        assert left() is not None  # frozen: even a full collection leaves it
+        for _ in range(gc.get_threshold()[2] + 1):  # as long a solve as the collector
+            gc.collect(1)                            # would have collected in full
         with young_collections_only():
             assert left() is None
     finally:
+        gc.unfreeze()
         gc.enable()

@@ -134,7 +134,7 @@ def best_config(
     shape = ctx.shape(ops)
     resident, kept = frozenset(retained_in), frozenset(retained_out)
     held = sum(ctx.graph.size(t) for t in resident)
-    key = _best_key(ctx, ops, resident, kept)
+    key = _best_key(shape, resident, held, kept)
     if ctx.semantics == "teamkorea":
         found = ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
     elif at_most is None or ctx.every_tile or ctx.has("best", key):
@@ -157,15 +157,15 @@ def remember_best(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozen
                   retained_out: frozenset[int], config: Config) -> None:
     """Make ``config`` what ``best_config`` answers for this subgraph from now on: one found
     beyond its candidates (``retile``), faster than its best."""
-    ctx.remember("best", _best_key(ctx, ops, retained_in, retained_out), config)
+    held = sum(ctx.graph.size(t) for t in retained_in)
+    ctx.remember("best", _best_key(ctx.shape(ops), retained_in, held, retained_out), config)
 
 
-def _best_key(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
+def _best_key(shape: SubgraphShape, resident: frozenset[int], held: int,
               kept: frozenset[int]) -> tuple:
     """What a subgraph's best config depends on: the resident tensors it reads, the room
-    all of them take, and what it keeps."""
-    return (ops, resident & ctx.shape(ops).consumed,
-            sum(ctx.graph.size(t) for t in resident), kept)
+    all of them take (``held``), and what it keeps."""
+    return shape.ops, resident & shape.consumed, held, kept
 
 
 def config_at(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
