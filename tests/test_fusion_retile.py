@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from models.fusion import parse_problem
+from solver.fusion import retile as retile_module
 from solver.fusion.bound.pricing import least
 from solver.fusion.context import ScoringContext
 from solver.fusion.cpsat import as_planned, total
@@ -58,3 +59,28 @@ def test_a_walk_asked_for_something_faster_stops_where_nothing_waiting_is():
     assert found is not None and found[1]
     assert least(ctx, shape, weight, frozenset(), False, SPLITS, below=found[0]) is None
     assert least(ctx, shape, weight, frozenset(), False, SPLITS, below=found[0] + 1) == found
+
+
+def test_twin_subgraphs_share_one_walk(monkeypatch):
+    """Two copies of the resident-weight pair (a repeated layer): each kind of subgraph is
+    walked once, and the twin gets the tile found, scored on its own ops."""
+    one = resident_weight(640)
+    raw = {key: one[key] * 2 for key in ("widths", "heights", "base_costs", "op_types")}
+    raw["inputs"] = one["inputs"] + [[t + 4 for t in ins] for ins in one["inputs"]]
+    raw["outputs"] = one["outputs"] + [[t + 4 for t in outs] for outs in one["outputs"]]
+    raw.update({key: one[key] for key in ("fast_memory_capacity", "slow_memory_bandwidth",
+                                          "native_granularity")})
+    ctx = ScoringContext(parse_problem(raw), every_tile=True)
+    schedule = [make_variant(ctx, (1,), frozenset(), frozenset({1})),
+                make_variant(ctx, (0,), frozenset({1}), frozenset()),
+                make_variant(ctx, (3,), frozenset(), frozenset({5})),
+                make_variant(ctx, (2,), frozenset({5}), frozenset())]
+    walks = []
+    monkeypatch.setattr(retile_module, "least",
+                        lambda *args, **kwargs: walks.append(args[1].ops) or least(*args, **kwargs))
+    out = retile(ctx, schedule, deadline=float("inf"))
+    assert sorted(walks) == [(0,), (1,)]
+    assert out[1].latency == out[3].latency < schedule[3].latency
+    assert out[3].config.gran == out[1].config.gran
+    verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(out)), ctx.rules)
+    assert verdict.valid and verdict.total == total(out)

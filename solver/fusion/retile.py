@@ -45,15 +45,50 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
         walked = (v.ops, v.retained_in, v.retained_out)
         if v.config is None or ctx.has("retiled", walked):
             continue
-        try:  # no walk takes more than half the time left: one slow walk leaves the rest
-            found = _fastest(ctx, v, now() + WALK_SHARE * (deadline - now()))
-        except _OutOfTime:
-            continue
+        twin = _signature(ctx, v)
+        if ctx.has("retiled like", twin):  # a twin's walk: its tile, scored on this one
+            found = ctx.memo("retiled like", twin, lambda: None)
+            found = found and _scored(ctx, v, found.gran)
+        else:
+            try:  # no walk takes more than half the time left: one slow walk leaves the rest
+                found = _fastest(ctx, v, now() + WALK_SHARE * (deadline - now()))
+            except _OutOfTime:
+                continue
+            ctx.remember("retiled like", twin, found)
         ctx.remember("retiled", walked, True)  # its walk is done: the next pass skips it
         if found is not None and found.latency < v.latency:
             remember_best(ctx, v.ops, v.retained_in, v.retained_out, found)
             out[i] = replace(v, latency=found.latency, config=found)
     return out
+
+
+def _signature(ctx: ScoringContext, v: Variant) -> tuple:
+    """The subgraph up to the names of its ops and tensors: each op's type, base cost and
+    tensors (made by which op of it, or their extents, whether a graph input, resident,
+    read or kept outside), and the room resident tensors take. Repeated layers and heads
+    give twins, and a walk's answer for one is the candidate for all (``_scored`` checks
+    it on each: a twin's signature only proposes a tile)."""
+    p, shape = ctx.problem, ctx.shape(v.ops)
+    position = {q: i for i, q in enumerate(v.ops)}
+
+    def tensor(t: int) -> tuple:
+        made = shape.producer.get(t)
+        return (p.heights[t], p.widths[t], t not in ctx.graph.producer, t in v.retained_in,
+                t in shape.outputs, t in v.retained_out,
+                None if made is None else position[made])
+
+    return (tuple((p.op_types[q], p.base_costs[q], tuple(map(tensor, p.inputs[q])),
+                   tuple(map(tensor, p.outputs[q]))) for q in v.ops),
+            sum(ctx.graph.size(t) for t in v.retained_in))
+
+
+def _scored(ctx: ScoringContext, v: Variant, gran: Granularity) -> Config | None:
+    """``v``'s subgraph at ``gran``, when legal for it: its best named traversal that fits."""
+    shape = ctx.shape(v.ops)
+    if k_depth_issue(ctx.graph, shape, gran[2]) or bounds_issue(ctx.graph, gran) or \
+            prologue_issue(ctx.graph, shape, gran):
+        return None
+    return config_at(ctx, shape, gran, v.retained_in, v.retained_out)
 
 
 def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
@@ -67,11 +102,9 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
     def price_at(gran: Granularity) -> int | None:
         if now() > deadline:  # the walk itself looks at the time only where it splits
             raise _OutOfTime
-        if k_depth_issue(ctx.graph, shape, gran[2]) or bounds_issue(ctx.graph, gran) or \
-                prologue_issue(ctx.graph, shape, gran) or \
-                not peak_fits(ctx, v.ops, gran, v.retained_in, v.retained_out, room):
+        if not peak_fits(ctx, v.ops, gran, v.retained_in, v.retained_out, room):
             return None
-        config = config_at(ctx, shape, gran, v.retained_in, v.retained_out)
+        config = _scored(ctx, v, gran)
         if config is None:
             return None
         units = int(config.latency * ctx.unit)
