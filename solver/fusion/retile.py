@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from math import floor as floor_int
 
 from solver.deadline import now
 from solver.fusion.bound.pricing import least
 from solver.fusion.closed_form import Granularity
-from solver.fusion.floors import peak_fits
 from solver.fusion.problem import bounds_issue, k_depth_issue, prologue_issue
 from solver.fusion.score import Config, ScoringContext, config_at, remember_best
 from solver.fusion.variants import Variant
@@ -96,14 +94,11 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
     is faster than its own or the walk ran out of splits first (``_OutOfTime`` if out of
     time)."""
     shape = ctx.shape(v.ops)
-    room = floor_int(ctx.capacity) - sum(ctx.graph.size(t) for t in v.retained_in)
     configs: dict[int, Config] = {}
 
     def price_at(gran: Granularity) -> int | None:
         if now() > deadline:  # the walk itself looks at the time only where it splits
             raise _OutOfTime
-        if not peak_fits(ctx, v.ops, gran, v.retained_in, v.retained_out, room):
-            return None
         config = _scored(ctx, v, gran)
         if config is None:
             return None

@@ -207,9 +207,9 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
     with nothing present. It raises exact prices above the floors of the cells around
     them, so more cells are walked before one is found (2.5 times the single values on
     ``gen-attention-09``): the cover asks it only of the prices its optimum picks.
-    ``price_at``: what a single value costs in place of that floor and fit check (at least
-    the floor; None drops the value): the search asks the latency of its best named
-    traversal that fits, and gets the fastest of every granularity (``retile``). With
+    ``price_at``: what a single value that may fit costs in place of that floor (at least
+    it; None drops the value): the search asks the latency of its best named traversal
+    that fits, and gets the fastest of every granularity (``retile``). With
     ``below``, None as soon as the least waiting is not below it (the search asks only for
     something faster than the config it has)."""
     size = ctx.graph.size
@@ -321,15 +321,11 @@ def least(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             if lo == hi:
                 gran = (cell[0][0], cell[1][0], cell[2][0])
                 peaks += 1
-                if price_at is not None:
-                    exact = price_at(gran)
-                elif peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
-                    exact = any_order_floor(ctx, shape.ops, gran, resident, kept,
-                                            first_tile) or 0
-                else:
-                    exact = None
-                if exact is not None:
-                    heapq.heappush(heap, (max(units, exact), EXACT, cell))
+                if peak_fits(ctx, shape.ops, gran, resident, ws_kept, room):
+                    exact = price_at(gran) if price_at is not None else \
+                        any_order_floor(ctx, shape.ops, gran, resident, kept, first_tile) or 0
+                    if exact is not None:
+                        heapq.heappush(heap, (max(units, exact), EXACT, cell))
                 continue
             if splits == 0 or (deadline is not None and now() > deadline):
                 return units, False
