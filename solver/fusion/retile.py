@@ -19,8 +19,8 @@ from dataclasses import replace
 from solver.deadline import now
 from solver.fusion.bound.pricing import least
 from solver.fusion.closed_form import Granularity
-from solver.fusion.problem import bounds_issue, k_depth_issue, prologue_issue
-from solver.fusion.score import Config, ScoringContext, config_at, remember_best
+from solver.fusion.score import Config, ScoringContext, legal_config_at, remember_best
+from solver.fusion.twins import signature
 from solver.fusion.variants import Variant
 
 SPLITS = 4096
@@ -43,10 +43,13 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
         walked = (v.ops, v.retained_in, v.retained_out)
         if v.config is None or ctx.has("retiled", walked):
             continue
-        twin = _signature(ctx, v)
+        shape = ctx.shape(v.ops)
+        twin = signature(ctx, shape, v.retained_in, v.retained_out,
+                         sum(ctx.graph.size(t) for t in v.retained_in))
         if ctx.has("retiled like", twin):  # a twin's walk: its tile, scored on this one
             found = ctx.memo("retiled like", twin, lambda: None)
-            found = found and _scored(ctx, v, found.gran)
+            found = found and legal_config_at(ctx, shape, found.gran, v.retained_in,
+                                              v.retained_out)
         else:
             try:  # no walk takes more than half the time left: one slow walk leaves the rest
                 found = _fastest(ctx, v, now() + WALK_SHARE * (deadline - now()))
@@ -60,35 +63,6 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
     return out
 
 
-def _signature(ctx: ScoringContext, v: Variant) -> tuple:
-    """The subgraph up to the names of its ops and tensors: each op's type, base cost and
-    tensors (made by which op of it, or their extents, whether a graph input, resident,
-    read or kept outside), and the room resident tensors take. Repeated layers and heads
-    give twins, and a walk's answer for one is the candidate for all (``_scored`` checks
-    it on each: a twin's signature only proposes a tile)."""
-    p, shape = ctx.problem, ctx.shape(v.ops)
-    position = {q: i for i, q in enumerate(v.ops)}
-
-    def tensor(t: int) -> tuple:
-        made = shape.producer.get(t)
-        return (p.heights[t], p.widths[t], t not in ctx.graph.producer, t in v.retained_in,
-                t in shape.outputs, t in v.retained_out,
-                None if made is None else position[made])
-
-    return (tuple((p.op_types[q], p.base_costs[q], tuple(map(tensor, p.inputs[q])),
-                   tuple(map(tensor, p.outputs[q]))) for q in v.ops),
-            sum(ctx.graph.size(t) for t in v.retained_in))
-
-
-def _scored(ctx: ScoringContext, v: Variant, gran: Granularity) -> Config | None:
-    """``v``'s subgraph at ``gran``, when legal for it: its best named traversal that fits."""
-    shape = ctx.shape(v.ops)
-    if k_depth_issue(ctx.graph, shape, gran[2]) or bounds_issue(ctx.graph, gran) or \
-            prologue_issue(ctx.graph, shape, gran):
-        return None
-    return config_at(ctx, shape, gran, v.retained_in, v.retained_out)
-
-
 def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
     """The fastest config of ``v``'s subgraph over every integer granularity, None if none
     is faster than its own or the walk ran out of splits first (``_OutOfTime`` if out of
@@ -99,7 +73,7 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
     def price_at(gran: Granularity) -> int | None:
         if now() > deadline:  # the walk itself looks at the time only where it splits
             raise _OutOfTime
-        config = _scored(ctx, v, gran)
+        config = legal_config_at(ctx, shape, gran, v.retained_in, v.retained_out)
         if config is None:
             return None
         units = int(config.latency * ctx.unit)

@@ -37,11 +37,13 @@ from solver.fusion.floors import (
     peak_fits,
     tile_area,
 )
-from solver.fusion.problem import SubgraphShape, prologue_issue
+from solver.fusion.problem import SubgraphShape, bounds_issue, k_depth_issue, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS, TraversalName
+from solver.fusion.twins import signature
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
-           "best_config", "config_at", "remember_best", "score_subgraph", "tile_order"]
+           "best_config", "config_at", "legal_config_at", "remember_best", "score_subgraph",
+           "tile_order"]
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
@@ -139,7 +141,7 @@ def best_config(
         found = ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
     elif at_most is None or ctx.every_tile or ctx.has("best", key):
         # with every tile, which narrowings are tried depends on the candidates before
-        found = ctx.memo("best", key, lambda: _search(ctx, shape, resident, kept, held))
+        found = ctx.memo("best", key, lambda: _twin_or_search(ctx, shape, resident, kept, held))
     else:
         exceeds = ctx.memo("best exceeds", key, lambda: [Fraction(-1)])
         if at_most <= exceeds[0]:
@@ -157,8 +159,27 @@ def remember_best(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozen
                   retained_out: frozenset[int], config: Config) -> None:
     """Make ``config`` what ``best_config`` answers for this subgraph from now on: one found
     beyond its candidates (``retile``), faster than its best."""
+    shape = ctx.shape(ops)
     held = sum(ctx.graph.size(t) for t in retained_in)
-    ctx.remember("best", _best_key(ctx.shape(ops), retained_in, held, retained_out), config)
+    ctx.remember("best", _best_key(shape, retained_in, held, retained_out), config)
+    ctx.remember("best like", signature(ctx, shape, retained_in, retained_out, held), config)
+
+
+def _twin_or_search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
+                    kept: frozenset[int], held: int) -> Config | None:
+    """A twin's best config (``twins.py``) re-scored on this subgraph when one was found
+    and scores the same here, else ``_search``'s, which its twins then get."""
+    twin = signature(ctx, shape, resident, kept, held)
+    if ctx.has("best like", twin):
+        config = ctx.memo("best like", twin, lambda: None)
+        if config is None:
+            return None
+        again = legal_config_at(ctx, shape, config.gran, resident, kept)
+        if again is not None and again.latency == config.latency:
+            return again
+    found = _search(ctx, shape, resident, kept, held)
+    ctx.remember("best like", twin, found)
+    return found
 
 
 def _best_key(shape: SubgraphShape, resident: frozenset[int], held: int,
@@ -183,6 +204,16 @@ def config_at(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
         if s.fits and (found is None or s.latency < found.latency):
             found = Config(gran, traversal, s.latency, s.ws_peak)
     return found
+
+
+def legal_config_at(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
+                    resident: frozenset[int], kept: frozenset[int]) -> Config | None:
+    """``config_at`` where ``gran`` is legal for the subgraph (S2.5, S6.4, S9), else None:
+    for a tile found on another subgraph (a twin's) or off the candidates (``retile``)."""
+    if k_depth_issue(ctx.graph, shape, gran[2]) or bounds_issue(ctx.graph, gran) or \
+            prologue_issue(ctx.graph, shape, gran):
+        return None
+    return config_at(ctx, shape, gran, resident, kept)
 
 
 def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
