@@ -139,11 +139,13 @@ def best_config(
     key = _best_key(shape, resident, held, kept)
     if ctx.semantics == "teamkorea":
         found = ctx.memo("teamkorea best", key, lambda: _teamkorea(ctx, ops, resident, kept))
-    elif at_most is None or ctx.every_tile or ctx.has("best", key):
+    elif at_most is None or ctx.every_tile or ctx.has("best", key) or \
+            ctx.has("best like", twin := signature(ctx, shape, resident, kept, held)):
         # with every tile, which narrowings are tried depends on the candidates before
         found = ctx.memo("best", key, lambda: _twin_or_search(ctx, shape, resident, kept, held))
     else:
-        exceeds = ctx.memo("best exceeds", key, lambda: [Fraction(-1)])
+        # twins have the same best: what one's search ruled out holds for all of them
+        exceeds = ctx.memo("best exceeds", twin, lambda: [Fraction(-1)])
         if at_most <= exceeds[0]:
             return None
         found = _search(ctx, shape, resident, kept, held, at_most * ctx.unit)
@@ -151,6 +153,7 @@ def best_config(
             exceeds[0] = at_most
             return None
         ctx.memo("best", key, lambda: found)
+        ctx.remember("best like", twin, found)
     return found if at_most is None or (found is not None and found.latency <= at_most) \
         else None
 
