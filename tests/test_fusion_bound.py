@@ -10,7 +10,7 @@ import time
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from benchmarks.fusion_generate import suite
@@ -50,6 +50,7 @@ from tests.conftest import MLSYS
 from tests.fusion_cases import (
     FITS_ONLY_AT_A_DEEPER_K,
     PROLOGUE_WITH_AN_OUTPUT,
+    QUICK,
     detour_problems,
     problems,
     split_chain_problems,
@@ -57,9 +58,6 @@ from tests.fusion_cases import (
 )
 from tests.fusion_oracle import optimum
 from tests.test_fusion_scorer import HYPOTHESIS, reference
-
-QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
-                 suppress_health_check=list(HealthCheck))
 
 
 @given(cap=st.integers(1, 300), cuts=st.sets(st.integers(-5, 320), max_size=6))

@@ -9,14 +9,13 @@ from fractions import Fraction
 from unittest.mock import patch
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import (
     WINDOW_BUDGET,
-    _frame,
     _linkable,
     _solve_window,
     as_planned,
@@ -25,7 +24,7 @@ from solver.fusion.cpsat import (
     relink,
     total,
 )
-from solver.fusion.cpsat_model import LinkCount, Window, build_model
+from solver.fusion.cpsat_model import LinkCount, Window, build_model, frame
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
 from solver.fusion.pool import halves
@@ -35,15 +34,10 @@ from solver.fusion.score import ScoringContext
 from solver.fusion.unfused import unfused
 from solver.fusion.variants import Variant
 from tests.conftest import MLSYS
-from tests.fusion_cases import FORK_JOIN_IN_ONE, problems
+from tests.fusion_cases import FORK_JOIN_IN_ONE, QUICK, problems
 from tests.fusion_oracle import optimum
 
 MODES = ["per_native_k", "per_op"]
-QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
-                 suppress_health_check=list(HealthCheck))
-"""Fixed examples: an unseeded run once drew a 7-op problem on which scoring one op set
-took over ten minutes (the solver's deadline is checked between op sets, not inside one),
-which hung CI; that case is recorded in the stop note, not hidden by a timeout here."""
 
 
 def search(raw: dict, mode: str, seconds: float = 10.0, every_tile: bool = False):
@@ -163,18 +157,18 @@ def test_time_limit_holds_when_scoring_one_op_set_is_slow(monkeypatch):
 
 def test_skipping_variants_no_neighbour_can_link_keeps_the_window_optimum():
     """A window scores only the retention variants ``_linkable`` admits; scoring every one
-    gives the same proven optimum, on random windows of random problems, a third or more
-    of which do skip some."""
+    gives the same proven optimum, on random windows of random problems, one in twenty or
+    more of which do skip some (39 of these 200; 8 of 100 drawn at random)."""
     skipped: list[bool] = []
 
-    @QUICK
+    @settings(QUICK, max_examples=200)
     @given(raw=problems(max_ops=7), data=st.data())
     def check(raw, data):
         ctx = ScoringContext(parse_problem(raw), Rules())
         incumbent = as_variants(ctx, greedy(ctx))
         a = data.draw(st.integers(0, len(incumbent) - 1))
         b = data.draw(st.integers(a + 1, len(incumbent)))
-        window, inside = _frame(ctx, incumbent, a, b)
+        window, inside = frame(ctx, incumbent, a, b)
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops},
                                  WINDOW_BUDGET).sets
         verdicts: list[bool] = []
@@ -198,7 +192,7 @@ def test_skipping_variants_no_neighbour_can_link_keeps_the_window_optimum():
         skipped.append(not all(verdicts))
 
     check()
-    assert sum(skipped) * 3 >= len(skipped)
+    assert sum(skipped) * 20 >= len(skipped)
 
 
 def test_a_window_skips_retention_it_cannot_link():

@@ -45,6 +45,7 @@ from solver.fusion.cpsat_model import (
     add_hint,
     build_model,
     decode,
+    frame,
     objective_scale,
 )
 from solver.fusion.greedy import greedy
@@ -53,6 +54,7 @@ from solver.fusion.problem import lower_bounds
 from solver.fusion.retile import retile
 from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import ScoringContext, ScoringTimeout
+from solver.fusion.spread import spread
 from solver.fusion.variants import Variant, make_variant, retention_options
 
 WHOLE_GRAPH_BUDGET = 3000
@@ -184,7 +186,7 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     stale = 0
     while now() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
         a, b = _pick_window(incumbent, size, rng)
-        window, inside = _frame(ctx, incumbent, a, b)
+        window, inside = frame(ctx, incumbent, a, b)
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET)
         budget = min(deadline, now() + max(WINDOW_LEAST_S, WINDOW_SHARE * (deadline - start)))
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
@@ -192,6 +194,8 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         windows += 1
         if found is not None and total(found) < total(inside):
             incumbent = incumbent[:a] + found + incumbent[b:]
+            if ctx.semantics == "default":  # that reading refuses some answers as a whole
+                incumbent = spread(ctx, incumbent, inside, found, a)
             _improved(ctx, incumbent, floor)
             improvements += 1
             stale = 0
@@ -262,30 +266,6 @@ def _pick_window(schedule: Sequence[Variant], size: int, rng: random.Random) -> 
     while a > 0 and b - a < 2:
         a -= 1
     return a, b
-
-
-def _frame(ctx: ScoringContext, schedule: Sequence[Variant], a: int,
-           b: int) -> tuple[Window, list[Variant]]:
-    """The window freeing ``schedule[a:b]``, with everything around it fixed."""
-    before, inside, after = schedule[:a], list(schedule[a:b]), schedule[b:]
-    available = set(ctx.graph.graph_inputs)
-    for v in before:
-        available |= v.writes
-    needed: set[int] = set()
-    written_after: set[int] = set()
-    for v in after:
-        needed |= v.reads_from_slow - available - written_after
-        written_after |= v.writes
-    needed |= set(ctx.graph.graph_outputs) - available - written_after
-    outside = {q for v in (*before, *after) for q in v.ops}
-    window = Window(
-        cover=frozenset(q for v in inside for q in v.ops) - outside,
-        available=frozenset(available),
-        resident=before[-1].retained_out if before else frozenset(),
-        needed=frozenset(needed),
-        handoff=inside[-1].retained_out if after else frozenset(),
-    )
-    return window, inside
 
 
 def _copies(ctx: ScoringContext, ops: tuple[int, ...], retained_out: frozenset[int]) -> int:

@@ -27,6 +27,7 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from solver.deadline import now
+from solver.fusion.context import ScoringContext
 from solver.fusion.variants import Variant
 
 MAX_OBJECTIVE = 2**50
@@ -51,6 +52,48 @@ class Window:
     """Tensors that must be in slow memory when the window ends."""
     handoff: frozenset[int] = frozenset()
     """Tensors the window's last subgraph must retain for the subgraph after it."""
+
+    def holds(self, schedule: Sequence[Variant]) -> bool:
+        """Whether ``schedule``, in this order, meets what the window asks as the model's
+        constraints put it: every op of ``cover`` run, each tensor read from slow memory
+        there when it is read, every ``needed`` one there at the end, and each subgraph
+        finding resident exactly what the one before it kept (``resident`` before the
+        first, ``handoff`` after the last)."""
+        if not self.cover <= {q for v in schedule for q in v.ops}:
+            return False
+        kept = [self.resident, *(v.retained_out for v in schedule)]
+        if kept != [*(v.retained_in for v in schedule), self.handoff]:
+            return False
+        available = set(self.available)
+        for v in schedule:
+            if not v.reads_from_slow <= available:
+                return False
+            available |= v.writes
+        return self.needed <= available
+
+
+def frame(ctx: ScoringContext, schedule: Sequence[Variant], a: int,
+          b: int) -> tuple[Window, list[Variant]]:
+    """The window freeing ``schedule[a:b]``, with everything around it fixed."""
+    before, inside, after = schedule[:a], list(schedule[a:b]), schedule[b:]
+    available = set(ctx.graph.graph_inputs)
+    for v in before:
+        available |= v.writes
+    needed: set[int] = set()
+    written_after: set[int] = set()
+    for v in after:
+        needed |= v.reads_from_slow - available - written_after
+        written_after |= v.writes
+    needed |= set(ctx.graph.graph_outputs) - available - written_after
+    outside = {q for v in (*before, *after) for q in v.ops}
+    window = Window(
+        cover=frozenset(q for v in inside for q in v.ops) - outside,
+        available=frozenset(available),
+        resident=before[-1].retained_out if before else frozenset(),
+        needed=frozenset(needed),
+        handoff=inside[-1].retained_out if after else frozenset(),
+    )
+    return window, inside
 
 
 class BuildTimeout(Exception):

@@ -1,0 +1,105 @@
+"""``spread``: a window's improvement copied onto the twin stretches of the schedule, and
+``Window.holds``, the window's constraints checked on a given sequence."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models.fusion import parse_problem
+from solver.fusion.context import ScoringContext
+from solver.fusion.cpsat import as_planned, as_variants, total
+from solver.fusion.cpsat_model import frame
+from solver.fusion.evaluate import evaluate
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import Rules
+from solver.fusion.schedule import to_solution
+from solver.fusion.spread import spread
+from solver.fusion.variants import Variant, make_variant
+from tests.fusion_cases import QUICK, problems
+
+
+def two_chains(reader_of_the_second: bool) -> dict:
+    """Two copies of a three-op Pointwise chain on 256 x 256 tensors (T0-T3, T4-T7); with
+    ``reader_of_the_second`` a seventh op reads the second chain's first intermediate (T5)."""
+    ops = 7 if reader_of_the_second else 6
+    inputs = [[0], [1], [2], [4], [5], [6], [5]][:ops]
+    outputs = [[1], [2], [3], [5], [6], [7], [8]][:ops]
+    return {"widths": [256] * (ops + 2), "heights": [256] * (ops + 2),
+            "inputs": inputs, "outputs": outputs, "base_costs": [100] * ops,
+            "op_types": ["Pointwise"] * ops, "fast_memory_capacity": 200_000,
+            "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
+
+
+def alone(ctx: ScoringContext, q: int) -> Variant:
+    found = make_variant(ctx, (q,), frozenset(), frozenset())
+    assert found is not None
+    return found
+
+
+def fused(ctx: ScoringContext, ops: tuple[int, ...]) -> Variant:
+    found = make_variant(ctx, ops, frozenset(), frozenset())
+    assert found is not None
+    return found
+
+
+def assert_valid(ctx: ScoringContext, schedule: list[Variant]) -> None:
+    verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(schedule)), ctx.rules)
+    assert verdict.valid, verdict.errors
+    assert verdict.total == total(schedule)
+
+
+def test_a_window_that_fuses_one_chain_fuses_its_twin_too():
+    ctx = ScoringContext(parse_problem(two_chains(False)), every_tile=True)
+    unfused = [alone(ctx, q) for q in range(6)]
+    old, new = unfused[:3], [fused(ctx, (0, 1, 2))]
+    assert total(new) < total(old)
+    out = spread(ctx, new + unfused[3:], old, new, 0)
+    assert [v.ops for v in out] == [(0, 1, 2), (3, 4, 5)]
+    assert out[1].latency == new[0].latency
+    assert_valid(ctx, out)
+
+
+def test_a_twin_whose_copy_would_drop_a_tensor_read_later_keeps_its_subgraphs():
+    """The second chain's T5 is also read by op 6, after it: fused, the chain would not
+    write T5, so the copy is refused there, and the schedule stays valid."""
+    ctx = ScoringContext(parse_problem(two_chains(True)), every_tile=True)
+    unfused = [alone(ctx, q) for q in range(7)]
+    old, new = unfused[:3], [fused(ctx, (0, 1, 2))]
+    out = spread(ctx, new + unfused[3:], old, new, 0)
+    assert [v.ops for v in out] == [(0, 1, 2), (3,), (4,), (5,), (6,)]
+    assert_valid(ctx, out)
+
+
+def test_the_window_own_stretch_is_not_copied_onto_itself():
+    """Only the other chain changes, whichever of the two the window freed."""
+    ctx = ScoringContext(parse_problem(two_chains(False)), every_tile=True)
+    unfused = [alone(ctx, q) for q in range(6)]
+    old, new = unfused[3:], [fused(ctx, (3, 4, 5))]
+    out = spread(ctx, unfused[:3] + new, old, new, 3)
+    assert [v.ops for v in out] == [(0, 1, 2), (3, 4, 5)]
+    assert_valid(ctx, out)
+
+
+def test_a_window_holds_a_sequence_exactly_when_the_evaluator_accepts_it():
+    """Greedy's subgraphs inside any window of them, in any order: the window holds the
+    order exactly when the whole schedule is valid (both happen among the examples)."""
+    seen: set[bool] = set()
+
+    @QUICK
+    @given(raw=problems(max_ops=7), data=st.data())
+    def check(raw, data):
+        ctx = ScoringContext(parse_problem(raw), Rules())
+        schedule = as_variants(ctx, greedy(ctx))
+        a = data.draw(st.integers(0, len(schedule) - 1))
+        b = data.draw(st.integers(a + 1, len(schedule)))
+        window, inside = frame(ctx, schedule, a, b)
+        assert window.holds(inside)
+        order = data.draw(st.permutations(inside))
+        verdict = evaluate(ctx.problem, to_solution(
+            ctx, as_planned([*schedule[:a], *order, *schedule[b:]])), ctx.rules)
+        assert window.holds(order) == verdict.valid
+        seen.add(verdict.valid)
+
+    check()
+    assert seen == {True, False}
