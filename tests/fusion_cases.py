@@ -13,8 +13,12 @@ from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
-from solver.fusion.problem import FusionGraph, k_steps, prologue_issue
+from solver.fusion.context import ScoringContext
+from solver.fusion.cpsat import as_variants
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import FusionGraph, Rules, k_steps, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS
+from solver.fusion.variants import Variant
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
                  suppress_health_check=list(HealthCheck))
@@ -331,3 +335,15 @@ def shared_weight_problems(draw: st.DrawFn, max_chains: int = 3) -> dict[str, An
         out = b.op("MatMul", [hidden, b.tensor(cols, depth)], cols, rows)
         total = out if total is None else b.op("Pointwise", [total, out], cols, rows)
     return b.problem(draw, [native, native])
+
+
+@st.composite
+def greedy_windows(draw: st.DrawFn, max_ops: int = 7
+                   ) -> tuple[ScoringContext, list[Variant], int, int]:
+    """A random problem's scoring context and greedy schedule, and a window ``[a, b)`` of
+    that schedule."""
+    ctx = ScoringContext(parse_problem(draw(problems(max_ops=max_ops))), Rules())
+    schedule = as_variants(ctx, greedy(ctx))
+    a = draw(st.integers(0, len(schedule) - 1))
+    b = draw(st.integers(a + 1, len(schedule)))
+    return ctx, schedule, a, b

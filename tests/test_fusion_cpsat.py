@@ -34,7 +34,7 @@ from solver.fusion.score import ScoringContext
 from solver.fusion.unfused import unfused
 from solver.fusion.variants import Variant
 from tests.conftest import MLSYS
-from tests.fusion_cases import FORK_JOIN_IN_ONE, QUICK, problems
+from tests.fusion_cases import FORK_JOIN_IN_ONE, QUICK, greedy_windows, problems
 from tests.fusion_oracle import optimum
 
 MODES = ["per_native_k", "per_op"]
@@ -162,12 +162,9 @@ def test_skipping_variants_no_neighbour_can_link_keeps_the_window_optimum():
     skipped: list[bool] = []
 
     @settings(QUICK, max_examples=200)
-    @given(raw=problems(max_ops=7), data=st.data())
-    def check(raw, data):
-        ctx = ScoringContext(parse_problem(raw), Rules())
-        incumbent = as_variants(ctx, greedy(ctx))
-        a = data.draw(st.integers(0, len(incumbent) - 1))
-        b = data.draw(st.integers(a + 1, len(incumbent)))
+    @given(case=greedy_windows())
+    def check(case):
+        ctx, incumbent, a, b = case
         window, inside = frame(ctx, incumbent, a, b)
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops},
                                  WINDOW_BUDGET).sets

@@ -8,15 +8,13 @@ from hypothesis import strategies as st
 
 from models.fusion import parse_problem
 from solver.fusion.context import ScoringContext
-from solver.fusion.cpsat import as_planned, as_variants, total
+from solver.fusion.cpsat import as_planned, total
 from solver.fusion.cpsat_model import frame
 from solver.fusion.evaluate import evaluate
-from solver.fusion.greedy import greedy
-from solver.fusion.problem import Rules
 from solver.fusion.schedule import to_solution
 from solver.fusion.spread import spread
 from solver.fusion.variants import Variant, make_variant
-from tests.fusion_cases import QUICK, problems
+from tests.fusion_cases import QUICK, greedy_windows
 
 
 def two_chains(reader_of_the_second: bool) -> dict:
@@ -87,12 +85,9 @@ def test_a_window_holds_a_sequence_exactly_when_the_evaluator_accepts_it():
     seen: set[bool] = set()
 
     @QUICK
-    @given(raw=problems(max_ops=7), data=st.data())
-    def check(raw, data):
-        ctx = ScoringContext(parse_problem(raw), Rules())
-        schedule = as_variants(ctx, greedy(ctx))
-        a = data.draw(st.integers(0, len(schedule) - 1))
-        b = data.draw(st.integers(a + 1, len(schedule)))
+    @given(case=greedy_windows(), data=st.data())
+    def check(case, data):
+        ctx, schedule, a, b = case
         window, inside = frame(ctx, schedule, a, b)
         assert window.holds(inside)
         order = data.draw(st.permutations(inside))
