@@ -8,7 +8,8 @@
    scored and the model's retention links stayed within ``LINK_BUDGET``.
 3. Otherwise a large-neighbourhood search frees windows of consecutive subgraphs of the
    incumbent, enumerates the connected op sets of their ops, and re-solves each window
-   with the rest fixed (``cpsat_model.Window``); an improvement replaces the window. Last,
+   with the rest fixed (``cpsat_model.Window``); an improvement replaces the window, and
+   under the default reading each stretch of twins of what it replaced too (``spread``). Last,
    the incumbent's own op sets are reordered and relinked by retention over the whole
    graph, then a set partition of the whole graph over a pool of op sets around the
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
