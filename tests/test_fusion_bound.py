@@ -432,6 +432,16 @@ def test_pricing_advances_the_work_clock_as_far_as_it_takes_wall_time():
     assert found.sets_priced > 0
 
 
+def test_a_cover_given_under_a_second_still_prices():
+    """The cover keeps half of what it is given for its own solve when that is under two
+    seconds: keeping a whole second, a short solve's cover (benchmark 13 ``per_op`` at 4.5 s,
+    one worker, was left 1.0 s) priced nothing and fell back to the fillers' bound."""
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-13.json").read_text())
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"), every_tile=True)
+    found = cover_bound(ctx, time.monotonic() + 0.9)
+    assert found.sets_priced > 0
+
+
 def test_the_background_cover_is_the_cover_and_leaves_no_child():
     """Computed in a forked child (``bound/background.py``) the cover of benchmark 1
     ``per_op`` is the same complete, optimal cover as in the process itself, and one sent
