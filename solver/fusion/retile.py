@@ -20,7 +20,7 @@ from solver.deadline import now
 from solver.fusion.bound.pricing import least
 from solver.fusion.closed_form import Granularity
 from solver.fusion.score import Config, ScoringContext, legal_config_at, remember_best
-from solver.fusion.twins import signature
+from solver.fusion.twins import variant_signature
 from solver.fusion.variants import Variant
 
 SPLITS = 4096
@@ -44,8 +44,7 @@ def retile(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float) ->
         if v.config is None or ctx.has("retiled", walked):
             continue
         shape = ctx.shape(v.ops)
-        twin = signature(ctx, shape, v.retained_in, v.retained_out,
-                         sum(ctx.graph.size(t) for t in v.retained_in))
+        twin = variant_signature(ctx, v)
         if ctx.has("retiled like", twin):  # a twin's walk: its tile, scored on this one
             found = ctx.memo("retiled like", twin, lambda: None)
             found = found and legal_config_at(ctx, shape, found.gran, v.retained_in,

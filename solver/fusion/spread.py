@@ -3,7 +3,7 @@
 Repeated layers and heads repeat stretches of the schedule; the window search frees one
 stretch at a time, at random, and on a large graph reaches each only a few times in a
 short solve. When a window improves, each other run of subgraphs that are twins of the
-ones it replaced (``twins.signature``, in the same order and named consistently) gets the
+ones it replaced (``twins.variant_signature``, in the same order and named consistently) gets the
 replacement renamed onto its own ops and tensors, kept where it scores faster and meets
 what that stretch's window would ask of it (``Window.holds``, the model's constraints).
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from solver.fusion.context import ScoringContext
 from solver.fusion.cpsat_model import frame
-from solver.fusion.twins import signature
+from solver.fusion.twins import variant_signature
 from solver.fusion.variants import Variant, make_variant
 
 Renaming = tuple[dict[int, int], dict[int, int]]
@@ -31,8 +31,7 @@ def spread(ctx: ScoringContext, schedule: Sequence[Variant], old: Sequence[Varia
 
     def signed(v: Variant) -> tuple:
         if v not in signatures:
-            signatures[v] = signature(ctx, ctx.shape(v.ops), v.retained_in, v.retained_out,
-                                      sum(ctx.graph.size(t) for t in v.retained_in))
+            signatures[v] = variant_signature(ctx, v)
         return signatures[v]
 
     shape = [signed(v) for v in old]

@@ -8,8 +8,13 @@ config; callers still re-score a twin's config on each subgraph before they use 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import SubgraphShape
+
+if TYPE_CHECKING:  # variants imports score, which imports this module
+    from solver.fusion.variants import Variant
 
 
 def signature(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
@@ -30,3 +35,9 @@ def signature(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int
 
     return (tuple((p.op_types[q], p.base_costs[q], tuple(map(tensor, p.inputs[q])),
                    tuple(map(tensor, p.outputs[q]))) for q in shape.ops), held)
+
+
+def variant_signature(ctx: ScoringContext, v: Variant) -> tuple:
+    """``signature`` of a scheduled subgraph, with what it finds resident and keeps."""
+    return signature(ctx, ctx.shape(v.ops), v.retained_in, v.retained_out,
+                     sum(ctx.graph.size(t) for t in v.retained_in))
