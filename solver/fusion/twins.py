@@ -4,6 +4,7 @@ Repeated layers and heads make many of them (two thirds of the config searches o
 window search on a 160-op transformer, four fifths on a 124-op attention stack). Scoring
 reads nothing of a subgraph but what ``signature`` records, so twins have the same best
 config; callers still re-score a twin's config on each subgraph before they use it.
+Their prices (the cover's floors) are the same too, given what ``floor_signature`` adds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ def signature(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int
 
     return (tuple((p.op_types[q], p.base_costs[q], tuple(map(tensor, p.inputs[q])),
                    tuple(map(tensor, p.outputs[q]))) for q in shape.ops), held)
+
+
+def floor_signature(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
+                    kept: frozenset[int]) -> tuple:
+    """``signature``, with the one fact of the whole graph the floors read besides: each
+    op's least extents (``FusionGraph.least_extents``: whether some subgraph may stream its
+    rows or columns). Twins under it have the same prices (``pricing.least``)."""
+    held = sum(ctx.graph.size(t) for t in resident)
+    return (signature(ctx, shape, resident, kept, held),
+            tuple(ctx.graph.least_extents(q) for q in shape.ops))
 
 
 def variant_signature(ctx: ScoringContext, v: Variant) -> tuple:

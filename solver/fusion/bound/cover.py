@@ -31,7 +31,7 @@ from ortools.sat.python import cp_model
 from models.errors import NoSolutionError
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound.forced import forced_traffic, must_write
-from solver.fusion.bound.pricing import QUICK_SPLITS, Priced, least, price
+from solver.fusion.bound.pricing import QUICK_SPLITS, Priced, least_once, price
 from solver.fusion.bound.roles import unpriced_compute, unpriced_roots
 from solver.fusion.bound.shared_heads import shared_operands
 from solver.fusion.candidates import connected_op_sets
@@ -173,8 +173,8 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
             v = priced[i]
             splits = v.splits * REFINE_FACTOR \
                 if not v.exact and v.splits < MOST_SPLITS else v.splits
-            found = least(ctx, ctx.shape(v.ops), v.resident, v.kept, v.relaxed, splits,
-                          refine_ends, first_tile=True)
+            found = least_once(ctx, ctx.shape(v.ops), v.resident, v.kept, v.relaxed,
+                               splits, refine_ends, first_tile=True)
             refined[i] = None if found is None else replace(
                 v, units=max(found[0], v.units), exact=found[1], splits=splits,
                 first_tile=True)
