@@ -12,12 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.fusion_generate import suite
 from models.fusion import parse_problem
+from solver.fusion import cpsat as cpsat_module
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import (
+    WHOLE_GRAPH_BUDGET,
     WINDOW_BUDGET,
     _linkable,
+    _score_waiting,
     _solve_window,
+    _whole_graph,
     as_planned,
     as_variants,
     cpsat_search,
@@ -30,7 +35,7 @@ from solver.fusion.greedy import greedy
 from solver.fusion.pool import halves
 from solver.fusion.problem import Rules
 from solver.fusion.schedule import to_solution
-from solver.fusion.score import ScoringContext
+from solver.fusion.score import ScoringContext, ScoringTimeout
 from solver.fusion.unfused import unfused
 from solver.fusion.variants import Variant
 from tests.conftest import MLSYS
@@ -190,6 +195,65 @@ def test_skipping_variants_no_neighbour_can_link_keeps_the_window_optimum():
 
     check()
     assert sum(skipped) * 20 >= len(skipped)
+
+
+def test_a_model_solved_with_op_sets_unscored_goes_back_to_scoring(monkeypatch):
+    """With scoring cut short after every 100 keys, the whole-graph model of a generated
+    13-op convolution stack, solved to optimality over what was scored, goes back to
+    scoring the rest, round after round, until every key is scored: the answer is then
+    proven optimal and as fast as one scoring pass gives."""
+    raw = next(raw for name, raw in suite() if name == "gen-conv-03")
+    problem = parse_problem(raw)
+
+    def solved() -> tuple[list[Variant] | None, bool]:
+        ctx = ScoringContext(problem, Rules(reduction_cost="per_op"), every_tile=True)
+        incumbent = as_variants(ctx, greedy(ctx, time.monotonic() + 20))
+        sets = connected_op_sets(ctx.graph, range(problem.num_ops), WHOLE_GRAPH_BUDGET).sets
+        return _solve_window(ctx, _whole_graph(ctx), sets, incumbent,
+                             time.monotonic() + 60, 0, 1)
+
+    whole, proven = solved()
+    left: list[int] = []
+
+    def by_hundreds(ctx, waiting, *rest) -> int:
+        part = waiting[-100:]
+        del waiting[-100:]
+        dropped = _score_waiting(ctx, part, *rest)
+        waiting.extend(part)
+        left.append(len(waiting))
+        return dropped
+
+    monkeypatch.setattr(cpsat_module, "_score_waiting", by_hundreds)
+    found, optimal = solved()
+    assert whole is not None and found is not None and proven and optimal
+    assert len(left) > 2 and left[-1] == 0
+    assert total(found) == total(whole)
+
+
+def test_a_search_stopped_by_the_scoring_deadline_leaves_its_key_waiting(monkeypatch):
+    """The key whose config search the scoring deadline stops is scored in the next round,
+    not dropped."""
+    problem = parse_problem(next(raw for name, raw in suite() if name == "gen-conv-01"))
+    ctx = ScoringContext(problem, every_tile=True)
+    keys = [((q,), frozenset(), frozenset()) for q in range(problem.num_ops)]
+    waiting = keys[::-1]
+    variants: list[Variant] = []
+    score = cpsat_module.make_variant
+    calls: list[tuple] = []
+
+    def stopped_once(ctx, *key):
+        calls.append(key)
+        if len(calls) == 2:
+            raise ScoringTimeout
+        return score(ctx, *key)
+
+    monkeypatch.setattr(cpsat_module, "make_variant", stopped_once)
+    args = (variants, {}, set(), LinkCount(_whole_graph(ctx)), time.monotonic() + 20)
+    assert _score_waiting(ctx, waiting, *args) == 0
+    assert waiting == keys[1:][::-1]
+    assert _score_waiting(ctx, waiting, *args) == 0
+    assert not waiting and calls[1] == calls[2] == keys[1]
+    assert len(variants) == problem.num_ops
 
 
 def test_a_window_skips_retention_it_cannot_link():

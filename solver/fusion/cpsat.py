@@ -329,18 +329,18 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         links.add(v.retained_in, v.retained_out, _copies(ctx, v.ops, v.retained_out))
     best: list[Variant] | None = None
     hinted = list(range(len(incumbent)))
+    dropped = 0
     while True:
-        scored_all = _score_waiting(ctx, waiting, variants, given, fits, links,
-                                    now() + 0.6 * max(0.0, deadline - now()))
+        dropped += _score_waiting(ctx, waiting, variants, given, fits, links,
+                                  now() + 0.6 * max(0.0, deadline - now()))
+        scored_all = not waiting and not dropped
         found = _solve_variants(window, variants + _repeats(ctx, variants), hinted, ctx.unit,
                                 deadline, seed, workers)
         if found is None or (best is not None and total(found[0]) > total(best)):
             return best, False  # a round cut short: the last one's answer stands
         best, optimal = found
-        if optimal and scored_all:
-            return best, True
-        if not optimal or deadline - now() < 2 * LEAST_SOLVE_S:
-            return best, False
+        if not optimal or not waiting or deadline - now() < 2 * LEAST_SOLVE_S:
+            return best, optimal and scored_all
         # its answer is made of variants scored so far: each one's index in ``variants``
         index = {id(v): i for i, v in enumerate(variants)}
         hinted = [index[id(v)] for v in best if id(v) in index]
@@ -351,16 +351,14 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
 def _score_waiting(ctx: ScoringContext, waiting: list[tuple[tuple[int, ...], frozenset[int],
                                                             frozenset[int]]],
                    variants: list[Variant], given: dict, fits: set[tuple[int, ...]],
-                   links: LinkCount, scoring_ends: float) -> bool:
+                   links: LinkCount, scoring_ends: float) -> int:
     """Score the waiting (op set, retained in, retained out) keys, last first, into
-    ``variants`` until ``scoring_ends``; whether none is left waiting (one whose link
-    count the model cannot take is dropped, and then not all were scored)."""
-    scored_all = True
+    ``variants`` until ``scoring_ends`` (a key whose search it stops stays waiting); the
+    number of keys dropped because the model could not take their links."""
+    dropped = 0
     ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
     try:
-        while waiting:
-            if now() > scoring_ends:
-                return False
+        while waiting and now() <= scoring_ends:
             key = waiting[-1]
             retains = bool(key[1] or key[2])
             if retains and key[0] not in fits:
@@ -369,9 +367,9 @@ def _score_waiting(ctx: ScoringContext, waiting: list[tuple[tuple[int, ...], fro
             copies = _copies(ctx, key[0], key[2])
             if key not in given and not links.admits(key[1], key[2], copies):
                 waiting.pop()
-                scored_all = False  # a model too large to build in time finds nothing
+                dropped += 1  # a model too large to build in time finds nothing
                 continue
-            found = make_variant(ctx, *key)  # a timeout leaves the key waiting
+            found = make_variant(ctx, *key)
             waiting.pop()
             if found is not None:
                 if given.get(key) != found.latency:
@@ -380,10 +378,10 @@ def _score_waiting(ctx: ScoringContext, waiting: list[tuple[tuple[int, ...], fro
                 if not retains:
                     fits.add(key[0])
     except ScoringTimeout:
-        return False
+        pass
     finally:
         ctx.deadline = None
-    return scored_all
+    return dropped
 
 
 def _solve_variants(window: Window, variants: list[Variant], hinted: Sequence[int],
