@@ -201,18 +201,19 @@ def test_a_model_solved_with_op_sets_unscored_goes_back_to_scoring(monkeypatch):
     """With scoring cut short after every 100 keys, the whole-graph model of a generated
     13-op convolution stack, solved to optimality over what was scored, goes back to
     scoring the rest, round after round, until every key is scored: the answer is then
-    proven optimal and as fast as one scoring pass gives."""
-    raw = next(raw for name, raw in suite() if name == "gen-conv-03")
-    problem = parse_problem(raw)
+    proven optimal and as fast as one scoring pass gives. A window (no ``rescore_until``)
+    stops after its first round."""
+    problem = parse_problem(next(raw for name, raw in suite() if name == "gen-conv-03"))
 
-    def solved() -> tuple[list[Variant] | None, bool]:
+    def solved(rescore: bool) -> tuple[list[Variant] | None, bool]:
+        ends = time.monotonic() + 60
         ctx = ScoringContext(problem, Rules(reduction_cost="per_op"), every_tile=True)
         incumbent = as_variants(ctx, greedy(ctx, time.monotonic() + 20))
         sets = connected_op_sets(ctx.graph, range(problem.num_ops), WHOLE_GRAPH_BUDGET).sets
-        return _solve_window(ctx, _whole_graph(ctx), sets, incumbent,
-                             time.monotonic() + 60, 0, 1)
+        return _solve_window(ctx, _whole_graph(ctx), sets, incumbent, ends, 0, 1,
+                             rescore_until=ends if rescore else None)
 
-    whole, proven = solved()
+    whole, proven = solved(rescore=True)
     left: list[int] = []
 
     def by_hundreds(ctx, waiting, *rest) -> int:
@@ -224,10 +225,13 @@ def test_a_model_solved_with_op_sets_unscored_goes_back_to_scoring(monkeypatch):
         return dropped
 
     monkeypatch.setattr(cpsat_module, "_score_waiting", by_hundreds)
-    found, optimal = solved()
+    found, optimal = solved(rescore=True)
     assert whole is not None and found is not None and proven and optimal
     assert len(left) > 2 and left[-1] == 0
     assert total(found) == total(whole)
+    left.clear()
+    assert solved(rescore=False)[1] is False
+    assert len(left) == 1 and left[0] > 0
 
 
 def test_a_search_stopped_by_the_scoring_deadline_leaves_its_key_waiting(monkeypatch):
