@@ -244,6 +244,21 @@ def test_two_readers_of_a_resident_tensor_need_two_subgraphs_that_keep_it():
     assert cover._solve_cover(ctx, priced, None, far)[0] == 20
 
 
+def test_a_cover_model_not_built_by_its_deadline_is_not_solved(monkeypatch):
+    """``FORK``'s prices: a deadline that passes while the model is built (the clock moves
+    past it after the first check, with a check every item) gives nothing, and CP-SAT never
+    runs; a far one gives the cover."""
+    ctx = ScoringContext(parse_problem(FORK))
+    none, unit = frozenset(), ctx.unit
+    priced = [Priced((q,), none, none, (q + 1) * unit) for q in range(3)]
+    assert cover._solve_cover(ctx, priced, None, time.monotonic() + 10)[0] == 6
+    checks = iter([0.0] + [2.0] * 100)
+    monkeypatch.setattr(cover, "now", lambda: next(checks))
+    monkeypatch.setattr(cover, "LATE_CHECK", 1)
+    monkeypatch.setattr(cover, "run_cpsat", lambda *args: pytest.fail("CP-SAT ran"))
+    assert cover._solve_cover(ctx, priced, None, 1.0) == (0, False, [])
+
+
 DETOUR = {"widths": [128] * 5, "heights": [128] * 5, "inputs": [[0], [1], [2], [3, 1]],
           "outputs": [[1], [2], [3], [4]], "base_costs": [100] * 4,
           "op_types": ["Pointwise"] * 4, "fast_memory_capacity": 100000,

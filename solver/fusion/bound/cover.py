@@ -21,10 +21,11 @@ over their (designated) ops, so the cover stays a bound, weaker than a complete 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import ceil, gcd
+from typing import TypeVar
 
 from ortools.sat.python import cp_model
 
@@ -64,6 +65,10 @@ MOST_SPLITS = QUICK_SPLITS * REFINE_FACTOR**2
 """A price is refined no further once its splits reach this: on benchmark 7 ``per_op`` one
 op set's next refinement (524,288 splits) took the 23 s left of a 30-s solve and stayed
 a range's floor, where 16,384 splits make most prices exact within 2 s."""
+LATE_CHECK = 256
+"""Items of the cover's model built between two checks of its deadline (15,000 prices
+build in 0.5 s: a check every few milliseconds)."""
+T = TypeVar("T")
 IDLE_ROUNDS = 2
 """Refinement rounds in a row that leave the cover where it was, and whose refining raised
 no price, before refining stops (one such round may only have swapped a tie; benchmark 7
@@ -195,7 +200,9 @@ def _unfused_units(ctx: ScoringContext) -> int | None:
 def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers | None,
                  deadline: float, upper: int | None = None) -> tuple[Fraction, bool, list[int]]:
     """CP-SAT's proven bound on the cheapest cover (in time units), whether it is the
-    optimum, and which prices that cover picks. With ``fillers``, every op an unpriced set
+    optimum, and which prices that cover picks; nothing (0) when its model cannot be built
+    by ``deadline`` (15,000 prices take 0.5 s, more on a loaded machine: a background
+    cover that overran had sent nothing in time). With ``fillers``, every op an unpriced set
     can run may also be covered that way; those ops together cost the largest of their
     compute, traffic and shared-weight sums (``Fillers``).
 
@@ -205,6 +212,28 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     retained by the one before it (S4.3), and no two subgraphs have the same one before
     them. Two subgraphs that read a tensor resident need two that keep it, even when both
     of those run the same ops the same way."""
+    try:
+        return _built_and_solved(ctx, priced, fillers, deadline, upper)
+    except _Late:
+        return Fraction(0), False, []
+
+
+class _Late(Exception):
+    """The cover's model was not built by its deadline."""
+
+
+def _in_time(items: Iterable[T], deadline: float) -> Iterator[T]:
+    """``items``, with a check every ``LATE_CHECK`` of them that ``deadline`` has not
+    passed (``_Late``)."""
+    for i, item in enumerate(items):
+        if i % LATE_CHECK == 0 and now() > deadline:
+            raise _Late
+        yield item
+
+
+def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers | None,
+                      deadline: float, upper: int | None) -> tuple[Fraction, bool, list[int]]:
+    """``_solve_cover``, or ``_Late`` once ``deadline`` passes before the solve starts."""
     g = ctx.graph
     filled_ops = [] if fillers is None else \
         [q for q, c in enumerate(fillers.compute) if c is not None]
@@ -230,12 +259,12 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
                         total // grain // INT64_REACH)
     model = cp_model.CpModel()
     chosen = [model.new_int_var(0, m, f"p{i}") if m > 1 else model.new_bool_var(f"p{i}")
-              for i, m in enumerate(most)]
+              for i, m in _in_time(enumerate(most), deadline)]
     filled = [model.new_bool_var(f"f{q}") for q in filled_ops]
     runs: dict[int, list[cp_model.IntVar]] = {}
     writers: dict[int, list[cp_model.IntVar]] = {}
     keepers: dict[int, list[cp_model.IntVar]] = {}
-    for v, x in zip(priced, chosen, strict=True):
+    for v, x in _in_time(zip(priced, chosen, strict=True), deadline):
         shape = ctx.shape(v.ops)
         reentrant = g.reentrant(v.ops)
         for q in v.ops:
@@ -265,9 +294,11 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     for i, v in enumerate(priced):
         for t in v.kept:
             keeping.setdefault(t, []).append(i)
-    _add_sources(ctx, model, priced, chosen, writers, keepers, keeping, filler_of)
+    _add_sources(ctx, model, priced, chosen, writers, keepers, keeping, filler_of, deadline)
     if upper is not None:
         _add_handovers(ctx, model, priced, chosen, most, keeping, filler_of)
+    if now() > deadline:
+        raise _Late  # CP-SAT would take its 0.1-s floor past it
     unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
     for row in rows:
         model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
@@ -294,7 +325,7 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
 def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
                  chosen: Sequence[cp_model.IntVar], writers: dict[int, list[cp_model.IntVar]],
                  keepers: dict[int, list[cp_model.IntVar]], keeping: dict[int, list[int]],
-                 filled: dict[int, cp_model.IntVar]) -> None:
+                 filled: dict[int, cp_model.IntVar], deadline: float) -> None:
     """Rows saying where what the chosen prices read comes from.
 
     One row per tensor and source says whether any choice writes (keeps) it; a choice that
@@ -305,7 +336,8 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
     a relaxed choice's arrivals hold only as many resident tensors as fit the capacity
     (the smallest first), so all but that many are written by some choice. ``keeping``:
     per tensor, the choices that may keep it; ``filled``: the filler literal of each op an
-    unpriced subgraph may run (one may keep anything such an op makes)."""
+    unpriced subgraph may run (one may keep anything such an op makes); ``_Late`` past
+    ``deadline``."""
     g = ctx.graph
     sources: dict[tuple[int, str], cp_model.IntVar] = {}
 
@@ -318,7 +350,7 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
         return sources[t, kind]
 
     retainers: dict[frozenset[int], cp_model.IntVar] = {}
-    for v, x in zip(priced, chosen, strict=True):
+    for v, x in _in_time(zip(priced, chosen, strict=True), deadline):
         made = [t for t in ctx.shape(v.ops).inputs if t not in g.graph_inputs]
         for t in made:
             model.add(source(t, "written" if t not in v.resident else
