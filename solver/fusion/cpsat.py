@@ -355,10 +355,13 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
             hinted = list(range(len(incumbent)))  # a repeat of a variant: hint the incumbent
 
 
-def _score_waiting(ctx: ScoringContext, waiting: list[tuple[tuple[int, ...], frozenset[int],
-                                                            frozenset[int]]],
-                   variants: list[Variant], given: dict, fits: set[tuple[int, ...]],
-                   links: LinkCount, scoring_ends: float) -> int:
+Key = tuple[tuple[int, ...], frozenset[int], frozenset[int]]
+"""A variant to score: its op set, what it finds resident and what it keeps."""
+
+
+def _score_waiting(ctx: ScoringContext, waiting: list[Key], variants: list[Variant],
+                   given: dict[Key, Fraction], fits: set[tuple[int, ...]], links: LinkCount,
+                   scoring_ends: float) -> int:
     """Score the waiting (op set, retained in, retained out) keys, last first, into
     ``variants`` until ``scoring_ends`` (a key whose search it stops stays waiting); the
     number of keys dropped because the model could not take their links."""
