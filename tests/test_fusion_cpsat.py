@@ -201,17 +201,16 @@ def test_a_model_solved_with_op_sets_unscored_goes_back_to_scoring(monkeypatch):
     """With scoring cut short after every 100 keys, the whole-graph model of a generated
     13-op convolution stack, solved to optimality over what was scored, goes back to
     scoring the rest, round after round, until every key is scored: the answer is then
-    proven optimal and as fast as one scoring pass gives. A window (no ``rescore_until``)
+    proven optimal and as fast as one scoring pass gives. A window (no ``rescore``)
     stops after its first round."""
     problem = parse_problem(next(raw for name, raw in suite() if name == "gen-conv-03"))
 
     def solved(rescore: bool) -> tuple[list[Variant] | None, bool]:
-        ends = time.monotonic() + 60
         ctx = ScoringContext(problem, Rules(reduction_cost="per_op"), every_tile=True)
         incumbent = as_variants(ctx, greedy(ctx, time.monotonic() + 20))
         sets = connected_op_sets(ctx.graph, range(problem.num_ops), WHOLE_GRAPH_BUDGET).sets
-        return _solve_window(ctx, _whole_graph(ctx), sets, incumbent, ends, 0, 1,
-                             rescore_until=ends if rescore else None)
+        return _solve_window(ctx, _whole_graph(ctx), sets, incumbent, time.monotonic() + 60,
+                             0, 1, rescore=rescore)
 
     whole, proven = solved(rescore=True)
     left: list[int] = []

@@ -176,9 +176,9 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
                 return SearchResult(incumbent, True, 1, improvements)
         # scoring may go on after a quick solve unless the time after the search is kept
         # for the lower bound (one worker: the cover runs after the search)
-        rescore_until = deadline if windows_end is None or windows_end >= deadline else None
+        rescore = windows_end is None or windows_end >= deadline
         found, optimal = _solve_window(ctx, _whole_graph(ctx), everything.sets, incumbent, deadline,
-                                       seed, workers, rescore_until=rescore_until)
+                                       seed, workers, rescore=rescore)
         if found is not None and total(found) < total(incumbent):
             incumbent, improvements = found, improvements + 1
             _improved(ctx, incumbent, floor)
@@ -303,16 +303,15 @@ def _linkable(ctx: ScoringContext, window: Window, universe: set[int], ops: tupl
 
 def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int, ...]],
                   incumbent: Sequence[Variant], deadline: float, seed: int,
-                  workers: int, rescore_until: float | None = None
-                  ) -> tuple[list[Variant] | None, bool]:
+                  workers: int, rescore: bool = False) -> tuple[list[Variant] | None, bool]:
     """The best schedule of the window's variants, and whether it is proven optimal over
     all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
     set is scored with nothing retained before any retention variant is, and retention
-    variants only of op sets that fit without retention. With ``rescore_until``, a model
-    solved to optimality with op sets left unscored goes back to scoring them, with 60% of
-    the time left before then, and is solved again from its answer by then (the
-    whole-graph model: benchmark 5's solves in 0.3 s of the 40% kept for it; windows of a
-    larger graph are better left for the next window, and the time after it is the lower
+    variants only of op sets that fit without retention. With ``rescore``, a model solved
+    to optimality with op sets left unscored goes back to scoring them, with 60% of the
+    time left, and is solved again from its answer (the whole-graph model: benchmark 5's
+    solves in 0.3 s of the 40% kept for it; windows of a larger graph are better left for
+    the next window, and the time after the search, with one worker, is the lower
     bound's). Nothing is tried with less than ``LEAST_SOLVE_S`` left."""
     if deadline - now() < LEAST_SOLVE_S:
         return None, False
@@ -344,10 +343,8 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         if found is None or (best is not None and total(found[0]) > total(best)):
             return best, False  # a round cut short: the last one's answer stands
         best, optimal = found
-        if not (optimal and waiting and rescore_until is not None) or \
-                rescore_until - now() < 2 * LEAST_SOLVE_S:
+        if not (rescore and optimal and waiting) or deadline - now() < 2 * LEAST_SOLVE_S:
             return best, optimal and scored_all
-        deadline = min(deadline, rescore_until)
         # its answer is made of variants scored so far: each one's index in ``variants``
         index = {id(v): i for i, v in enumerate(variants)}
         hinted = [index[id(v)] for v in best if id(v) in index]
