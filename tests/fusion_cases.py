@@ -163,14 +163,18 @@ class _Builder:
         self.types.append(kind)
         return self.outputs[-1][0]
 
-    def problem(self, draw: st.DrawFn, native: list[int]) -> dict[str, Any]:
+    def problem(self, draw: st.DrawFn, native: list[int], most_cost: int = 400,
+                roomy: bool = False) -> dict[str, Any]:
         """Contest JSON with a capacity near one of the tensor sizes (some must be written,
-        some loads or recomputations are forced)."""
+        some loads or recomputations are forced; with ``roomy``, possibly room for all of
+        them) and base costs up to ``most_cost``."""
         sizes = sorted({w * h for w, h in zip(self.widths, self.heights, strict=True)})
+        if roomy:
+            sizes.append(sum(w * h for w, h in zip(self.widths, self.heights, strict=True)))
         data = {
             "widths": self.widths, "heights": self.heights, "inputs": self.inputs,
             "outputs": self.outputs, "op_types": self.types,
-            "base_costs": [draw(st.integers(1, 400)) for _ in self.types],
+            "base_costs": [draw(st.integers(1, most_cost)) for _ in self.types],
             "fast_memory_capacity": draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64)),
             "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
             "native_granularity": native,
@@ -198,6 +202,24 @@ def split_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
         residual = x if draw(st.booleans()) else b.tensor(depth, rows)
         x = b.op("Pointwise", [down, residual], depth, rows)
     return b.problem(draw, native)
+
+
+@st.composite
+def head_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
+    """``MatMul -> Pointwise -> MatMul -> MatMul``, the first two with a K above the native
+    sizes: S6.4 keeps the Pointwise op from feeding the middle MatMul as a root, but the
+    middle one may run as a head of the last (S6.4 binds roots only), and then the first
+    is a head too (S6.1). Cheap ops, so that traffic sets the latency."""
+    native = draw(st.sampled_from([[8, 8], [16, 8]]))
+    rows = draw(st.sampled_from([4, 8, 16]))
+    first_k, middle_k = draw(st.sampled_from([16, 32])), draw(st.sampled_from([24, 32, 64]))
+    out = draw(st.sampled_from([1, 4]))
+    b = _Builder([(first_k, rows)])
+    first = b.op("MatMul", [0, b.tensor(middle_k, first_k)], middle_k, rows)
+    act = b.op("Pointwise", [first], middle_k, rows)
+    middle = b.op("MatMul", [act, b.tensor(out, middle_k)], out, rows)
+    b.op("MatMul", [middle, b.tensor(out, out)], out, rows)
+    return b.problem(draw, native, most_cost=4, roomy=True)
 
 
 @st.composite

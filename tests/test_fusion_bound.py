@@ -28,6 +28,7 @@ from solver.fusion.bound.pricing import (
     price,
     read_elsewhere,
 )
+from solver.fusion.bound.roles import always_split_root
 from solver.fusion.closed_form import ALONG_COLUMN, ALONG_ROW, templates_of
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
@@ -52,6 +53,7 @@ from tests.fusion_cases import (
     PROLOGUE_WITH_AN_OUTPUT,
     QUICK,
     detour_problems,
+    head_chain_problems,
     problems,
     split_chain_problems,
     subgraph_cases,
@@ -333,7 +335,8 @@ def test_the_most_a_relaxed_arrival_holds_is_a_packing_of_its_tensors():
 
 
 @HYPOTHESIS
-@given(case=st.one_of(subgraph_cases(), subgraph_cases(split_chain_problems())))
+@given(case=st.one_of(subgraph_cases(), subgraph_cases(split_chain_problems()),
+                     subgraph_cases(head_chain_problems())))
 def test_forced_traffic_is_below_every_subgraph_that_fits(case):
     """The per-op traffic the cover charges unpriced ops, summed over the ops a subgraph
     may be designated for (all but those whose output every schedule writes and this one
@@ -350,6 +353,27 @@ def test_forced_traffic_is_below_every_subgraph_that_fits(case):
         len(g.problem.outputs[q]) == 1 and must_write(ctx, g.problem.outputs[q][0])
         and g.problem.outputs[q][0] not in written)]
     assert sum(traffic[q] for q in designated) <= trace.latency * ctx.unit
+
+
+def test_a_split_k_matmul_that_feeds_a_head_through_a_pointwise_op_may_be_a_head():
+    """``MatMul(K 32) -> Pointwise -> MatMul(K 64) -> MatMul``, native 16: the middle MatMul
+    cannot be a root with the Pointwise op (S6.4) but may be a head of the last, so the
+    first is a head too and its operands are not reloaded per tile. All four in one
+    subgraph cost 264.1 at [1, 16, 1]; the forced traffic must stay below (it claimed
+    411.2 when the first was taken for a root wherever it runs)."""
+    raw = {"widths": [32, 64, 64, 64, 1, 1, 1, 1], "heights": [16, 32, 16, 16, 64, 16, 1, 16],
+           "inputs": [[0, 1], [2], [3, 4], [5, 6]], "outputs": [[2], [3], [5], [7]],
+           "base_costs": [1, 1, 1, 1], "op_types": ["MatMul", "Pointwise", "MatMul", "MatMul"],
+           "fast_memory_capacity": 100000, "slow_memory_bandwidth": 10,
+           "native_granularity": [16, 16]}
+    problem = parse_problem(raw)
+    solution = FusionSolution.model_validate({
+        "subgraphs": [[0, 1, 2, 3]], "granularities": [[1, 16, 1]], "tensors_to_retain": [[]],
+        "subgraph_latencies": [0]})
+    ctx = ScoringContext(problem)
+    assert not always_split_root(ctx, 0) and not always_split_root(ctx, 2)
+    assert evaluate(problem, solution).total == Fraction(2641, 10)
+    assert forced_bound(ctx) <= Fraction(2641, 10)
 
 
 def test_forced_traffic_proves_greedy_optimal_on_benchmark_9():
@@ -386,7 +410,7 @@ def test_the_solver_stops_at_the_forced_traffic_bound_on_benchmark_9():
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
 @QUICK
-@given(raw=st.one_of(problems(max_ops=7), split_chain_problems()))
+@given(raw=st.one_of(problems(max_ops=7), split_chain_problems(), head_chain_problems()))
 def test_cover_bound_with_fillers_is_below_the_best_schedule_found(raw, mode, monkeypatch):
     """With the enumeration cut short, most ops fall to fillers and the cover must still
     stay below what the search finds (must-write rows and forced traffic included), as

@@ -9,7 +9,7 @@ the model's availability constraints decide whether such an order exists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import networkx as nx
@@ -23,7 +23,8 @@ class Enumeration:
 
     sets: list[tuple[int, ...]]
     complete: bool
-    """Every connected subset of the ops is in ``sets``."""
+    """Every connected subset of the ops (but those holding a pair kept apart) is in
+    ``sets``."""
     max_size: int
 
 
@@ -33,11 +34,18 @@ def is_connected(graph: FusionGraph, ops: Iterable[int]) -> bool:
     return bool(members) and nx.is_weakly_connected(graph.dag.subgraph(members))
 
 
-def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int) -> Enumeration:
+def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int,
+                      apart: Collection[frozenset[int]] = frozenset()) -> Enumeration:
     """Every connected subset of ``ops`` of size 1, 2, ... while the running total stays
     within ``budget`` (a level that would exceed it is dropped whole, so sizes are never
-    partially covered)."""
+    partially covered). Sets holding both ops of a pair in ``apart`` (pairs no valid
+    subgraph holds, ``bound.roles.never_together``) are left out and take none of it."""
     allowed = frozenset(ops)
+    enemies: dict[int, set[int]] = {}
+    for pair in apart:
+        a, b = pair
+        enemies.setdefault(a, set()).add(b)
+        enemies.setdefault(b, set()).add(a)
     neighbours = {k: nb & allowed for k, nb in graph.neighbours.items() if k in allowed}
     rank = {k: i for i, k in enumerate(graph.topological_order)}
     level = {frozenset({k}) for k in allowed}
@@ -49,6 +57,8 @@ def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int) -> En
         grown: set[frozenset[int]] = set()
         for s in level:
             for k in frozenset().union(*(neighbours[q] for q in s)) - s:
+                if enemies.get(k) and not enemies[k].isdisjoint(s):
+                    continue
                 grown.add(s | {k})
                 if len(kept) + len(grown) > budget:
                     break

@@ -38,6 +38,7 @@ from ortools.sat.python import cp_model
 from solver import progress
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound import forced_bound
+from solver.fusion.bound.roles import never_together
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import (
     BuildTimeout,
@@ -165,7 +166,10 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     if total(incumbent) <= floor:
         return SearchResult(incumbent, True, 0, 0)
     n = ctx.problem.num_ops
-    everything = connected_op_sets(ctx.graph, range(n), WHOLE_GRAPH_BUDGET)
+    # op sets S6.4 rules out take no budget (``never_together``, under SEMANTICS.md; the
+    # teamkorea reading lets a k-step span K, and then S6.4 does not bind)
+    apart = never_together(ctx) if ctx.semantics == "default" else frozenset()
+    everything = connected_op_sets(ctx.graph, range(n), WHOLE_GRAPH_BUDGET, apart)
     windows = improvements = 0
     if everything.complete:
         pooled = relink(ctx, incumbent, now() + POOL_FIRST_SHARE * (deadline - now()), seed,
@@ -191,7 +195,8 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     while now() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
         a, b = _pick_window(incumbent, size, rng)
         window, inside = frame(ctx, incumbent, a, b)
-        sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET)
+        sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET,
+                                 apart)
         budget = min(deadline, now() + max(WINDOW_LEAST_S, WINDOW_SHARE * (deadline - start)))
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
                                        workers)

@@ -3,8 +3,9 @@ by job: ``pricing.py`` bounds what one connected op set costs for each arrival,
 ``cover.py`` picks the cheapest choice of priced op sets that runs every op (with per-op
 fillers for op sets left unpriced), ``forced.py`` the traffic every schedule is forced
 into (a bound of its own, and a filler), ``roles.py`` the compute an unpriced set pays
-for an op by the roles it can take, ``shared_heads.py`` what heads sharing a weight too
-big for the capacity pay."""
+for an op by the roles it can take (and the roles S6.4 leaves an op), ``zones.py`` the
+parts of the graph no subgraph spans, over which the fillers pay, ``shared_heads.py`` what
+heads sharing a weight too big for the capacity pay."""
 
 from solver.fusion.bound.cover import CoverBound, cover_bound
 from solver.fusion.bound.forced import forced_bound

@@ -15,8 +15,11 @@ share, or, for a MatMul that only a head role leaves to them, the recomputation 
 forces), the traffic it forces (``forced.py``: split-K reloads, loads of big graph inputs,
 writes every schedule makes, and the loads or recomputation a consumer of those writes
 pays), and for heads sharing a weight too big for the capacity what each pays
-(``shared_heads.py``). The unpriced sets together pay at least the largest of those sums
-over their (designated) ops, so the cover stays a bound, weaker than a complete one.
+(``shared_heads.py``). Every subgraph lies within one zone (``zones.py``: S6.4 keeps some
+neighbours apart), so the unpriced sets of a zone together pay at least the largest of
+those sums over their (designated) ops of that zone, and the zones add up; a zone whose
+every connected op set was priced leaves nothing to fillers. The cover stays a bound,
+weaker than a complete one.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from models.errors import NoSolutionError
 from solver.deadline import limit_cpsat, now, run_cpsat
 from solver.fusion.bound.forced import forced_traffic, must_write
 from solver.fusion.bound.pricing import QUICK_SPLITS, Priced, least_once, price
-from solver.fusion.bound.roles import unpriced_compute, unpriced_roots
+from solver.fusion.bound.roles import never_together, unpriced_compute, unpriced_roots
 from solver.fusion.bound.shared_heads import shared_operands
+from solver.fusion.bound.zones import priced_zones, zones
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.context import ScoringContext
 from solver.fusion.unfused import unfused
@@ -95,9 +99,10 @@ class CoverBound:
 class Fillers:
     """What the op sets left unpriced pay for an op they run, when one of them is the op's
     designated one: its compute (``unpriced_compute``; None when no unpriced set can run
-    it) and its forced traffic (``forced_traffic``). Each unpriced subgraph pays at least
-    its compute and at least its traffic, so all of them together pay at least either sum
-    over the ops they are designated for."""
+    it, as in a zone whose op sets were all priced) and its forced traffic
+    (``forced_traffic``). Each unpriced subgraph pays at least its compute and at least its
+    traffic, and lies within one zone, so those of a zone together pay at least either sum
+    over the ops of that zone they are designated for."""
 
     compute: Sequence[int | None]
     traffic: Sequence[int]
@@ -112,8 +117,10 @@ def make_fillers(ctx: ScoringContext, attempted: Sequence[tuple[int, ...]]) -> F
     free_roots = unpriced_roots(ctx, attempted)
     shared = [{q: group.head_floor for q in group.readers if q not in free_roots}
               for group in shared_operands(ctx) if group.head_floor is not None]
-    return Fillers(unpriced_compute(ctx, free_roots), forced_traffic(ctx),
-                   [floors for floors in shared if floors])
+    done, zone = priced_zones(ctx, attempted), zones(ctx)
+    compute = [None if zone[q] in done else c
+               for q, c in enumerate(unpriced_compute(ctx, free_roots))]
+    return Fillers(compute, forced_traffic(ctx), [floors for floors in shared if floors])
 
 
 def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
@@ -135,7 +142,7 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     16,273,899.52 with the op sets of up to three ops priced, and was 13,589,544.96 with
     some of up to eight priced as well."""
     n = ctx.problem.num_ops
-    sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET)
+    sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET, never_together(ctx))
     upper = _unfused_units(ctx)
 
     def kept_for_cover() -> float:
@@ -203,8 +210,8 @@ def _solve_cover(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fillers
     optimum, and which prices that cover picks; nothing (0) when its model cannot be built
     by ``deadline`` (15,000 prices take 0.5 s, more on a loaded machine: a background
     cover that overran had sent nothing in time). With ``fillers``, every op an unpriced set
-    can run may also be covered that way; those ops together cost the largest of their
-    compute, traffic and shared-weight sums (``Fillers``).
+    can run may also be covered that way; those ops of each zone together cost the largest
+    of their compute, traffic and shared-weight sums (``Fillers``).
 
     With ``upper`` (``ctx`` units, at least an optimal schedule's latency), a choice that
     keeps tensors may be picked as often as that latency pays for it, and each kept tensor
@@ -237,13 +244,19 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
     g = ctx.graph
     filled_ops = [] if fillers is None else \
         [q for q, c in enumerate(fillers.compute) if c is not None]
-    # each row: what the unpriced subgraphs cost together at least, over the ops designated
-    # to them (``forced_traffic``'s designation; the compute and shared-weight rows hold for
-    # any unpriced subgraph that runs the op)
+    # each row: what the unpriced subgraphs of a zone cost together at least, over the ops
+    # of that zone designated to them (``forced_traffic``'s designation; the compute and
+    # shared-weight rows hold for any unpriced subgraph that runs the op)
     rows = [] if fillers is None else [
         [fillers.compute[q] or 0 for q in filled_ops],
         [fillers.traffic[q] for q in filled_ops],
         *([floors.get(q, 0) for q in filled_ops] for floors in fillers.shared)]
+    zone_of = zones(ctx)
+    by_zone: dict[int, list[int]] = {}  # zone -> positions in ``filled_ops``
+    for i, q in enumerate(filled_ops):
+        by_zone.setdefault(zone_of[q], []).append(i)
+    zone_most = [max(sum(row[i] for i in members) for row in rows)
+                 for members in by_zone.values()]
     # how often an optimal schedule may run each choice: each run costs at least its price
     most = [1 if upper is None or not v.kept or v.units <= 0 else max(1, upper // v.units)
             for v in priced]
@@ -251,8 +264,7 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
     # of two), rounded down to a multiple of it only where the sums would leave int64: a
     # rounded bound holds, but one a few units short of a schedule no longer proves it
     grain = max(1, gcd(*(v.units for v in priced), *(c for row in rows for c in row)))
-    total = sum(v.units * m for v, m in zip(priced, most, strict=True)) + \
-        max(map(sum, rows), default=0)
+    total = sum(v.units * m for v, m in zip(priced, most, strict=True)) + sum(zone_most)
     # the objective's reach must fit int64, and the values near the optimum (at most
     # ``upper``, or ``total``) a double
     scale = grain * max(1, min(total, upper or total) // grain // COST_RESOLUTION,
@@ -299,11 +311,14 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
         _add_handovers(ctx, model, priced, chosen, most, keeping, filler_of)
     if now() > deadline:
         raise _Late  # CP-SAT would take its 0.1-s floor past it
-    unpriced = model.new_int_var(0, max(map(sum, rows), default=0) // scale, "unpriced")
-    for row in rows:
-        model.add(unpriced >= sum(c // scale * x for c, x in zip(row, filled, strict=True)))
-    model.minimize(unpriced + sum(v.units // scale * x
-                                  for v, x in zip(priced, chosen, strict=True)))
+    unpriced = []
+    for members, most_here in zip(by_zone.values(), zone_most, strict=True):
+        paid = model.new_int_var(0, most_here // scale, "unpriced")
+        for row in rows:
+            model.add(paid >= sum(row[i] // scale * filled[i] for i in members))
+        unpriced.append(paid)
+    model.minimize(sum(unpriced) + sum(v.units // scale * x
+                                       for v, x in zip(priced, chosen, strict=True)))
     solver = cp_model.CpSolver()
     # one worker: it runs the LP that proves the bound (a two-worker portfolio proved
     # nothing in 10 s on benchmark 5, where one worker solves the cover in 1 s)

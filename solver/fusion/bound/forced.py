@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from solver.fusion.bound.roles import always_split_root
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import ceil_div
 
@@ -67,14 +68,14 @@ def _forced_loads(ctx: ScoringContext, q: int) -> Fraction:
     it, shared evenly among the MatMuls reading each tensor (a subgraph holding several of
     them may load a slice once for all; a Pointwise reader's tile slices are other slices,
     its role differs): 0 unless ``q`` is a root wherever it runs and must split its K
-    (``_always_split_root``). Then every operand that can be neither resident (a graph
+    (``always_split_root``). Then every operand that can be neither resident (a graph
     input, or larger than the capacity) nor made in the same subgraph (a graph input, or
     made by a Pointwise op that S6.4 forbids there), and that no subgraph can hold whole
     (``_only_sliced``), has each k-step's slice loaded afresh, the step before having
     another k range: all of it once per tile across, at least ``ceil(extent / native)``
     tiles."""
     g, p = ctx.graph, ctx.problem
-    if not _always_split_root(ctx, q):
+    if not always_split_root(ctx, q):
         return Fraction(0)
     rows, cols = p.heights[p.outputs[q][0]], p.widths[p.outputs[q][0]]
     total = Fraction(0)
@@ -112,7 +113,7 @@ def _must_reach_slow_memory(ctx: ScoringContext, t: int) -> bool:
     if t in g.producer and not g.consumers[t]:
         return True
     return t in g.producer and any(
-        _always_split_root(ctx, c) and _made_outside(ctx, t, c, side)
+        always_split_root(ctx, c) and _made_outside(ctx, t, c, side)
         for c in g.consumers[t] for side, u in enumerate(p.inputs[c]) if u == t)
 
 
@@ -151,37 +152,8 @@ def _fan_out(ctx: ScoringContext, q: int) -> int:
     g, p = ctx.graph, ctx.problem
     return max(1, sum(
         1 for t in p.outputs[q] for c in g.consumers[t]
-        if not (_always_split_root(ctx, c) and not g.is_matmul(q) and all(
+        if not (always_split_root(ctx, c) and not g.is_matmul(q) and all(
             _made_outside(ctx, t, c, side) for side, u in enumerate(p.inputs[c]) if u == t))))
-
-
-def _always_split_root(ctx: ScoringContext, q: int) -> bool:
-    """A MatMul whose K exceeds nk (so it always splits it) and that no subgraph can make a
-    head (S6.1): its output reaches no MatMul operand directly, and through Pointwise ops
-    only operands S6.4 forbids there (that MatMul splits a K above the native w for an
-    LHS, h for an RHS)."""
-    return ctx.memo("always_split_root", (q,), lambda: _reaches_no_head_operand(ctx, q))
-
-
-def _reaches_no_head_operand(ctx: ScoringContext, q: int) -> bool:
-    """The walk behind ``_always_split_root`` (uncached)."""
-    g, p = ctx.graph, ctx.problem
-    if not g.is_matmul(q) or g.reduction_length(q) <= ctx.nk:
-        return False
-    frontier, seen = [(t, True) for t in p.outputs[q]], set()
-    while frontier:
-        t, direct = frontier.pop()
-        for c in g.consumers[t]:
-            if g.is_matmul(c):
-                big_k = g.reduction_length(c)
-                natives = [ctx.nh if side else ctx.nw
-                           for side, u in enumerate(p.inputs[c]) if u == t]
-                if direct or big_k <= ctx.nk or big_k <= max(natives):
-                    return False
-            elif c not in seen:
-                seen.add(c)
-                frontier += [(u, False) for u in p.outputs[c]]
-    return True
 
 
 def _only_sliced(ctx: ScoringContext, t: int, side: int) -> bool:
@@ -193,14 +165,14 @@ def _only_sliced(ctx: ScoringContext, t: int, side: int) -> bool:
     for c in g.consumers[t]:
         if g.is_matmul(c):
             if p.inputs[c].count(t) != 1 or p.inputs[c][side] != t \
-                    or not _always_split_root(ctx, c):
+                    or not always_split_root(ctx, c):
                 return False
             continue
         frontier, seen = list(p.outputs[c]), {c}
         while frontier:
             for d in g.consumers[frontier.pop()]:
                 if g.is_matmul(d):
-                    if not _always_split_root(ctx, d):
+                    if not always_split_root(ctx, d):
                         return False
                 elif d not in seen:
                     seen.add(d)

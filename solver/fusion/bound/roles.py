@@ -15,6 +15,11 @@ MatMul ``m`` of it, else a root. The role changes what ``q`` must compute:
 ``q`` can be a root only in an op set without the MatMuls that read its output directly;
 when every connected op set of that kind was priced, an unpriced set can run ``q`` only as a
 head, and the cover's compute filler for ``q`` may charge the least a head pays.
+
+The other way round, a MatMul that no valid subgraph makes a head and whose K exceeds nk is
+a root that splits its K wherever it runs (``always_split_root``): the forced traffic
+charges its reloads, and S6.4 keeps it apart from a Pointwise op making an operand whose
+side is narrower than that K (``never_together``, the links that cut the graph into zones).
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def unpriced_roots(ctx: ScoringContext, attempted: Collection[tuple[int, ...]]
         if len(component) > largest:
             found.add(q)  # the component itself is such a set
             continue
-        sets = connected_op_sets(g, component, budget=len(attempted) + 1)
+        sets = connected_op_sets(g, component, len(attempted) + 1, never_together(ctx))
         if not sets.complete or any(q in s and s not in attempted for s in sets.sets):
             found.add(q)
     return frozenset(found)
@@ -135,3 +140,72 @@ def needs_too_big_operand(ctx: ScoringContext, q: int, side: int) -> bool:
     resident (S5.2) nor ephemeral, so it counts whole in that step's working set (S12)."""
     operand = ctx.problem.inputs[q][1 - side]
     return operand in ctx.graph.graph_inputs and ctx.graph.size(operand) > ctx.capacity
+
+
+def always_split_root(ctx: ScoringContext, q: int) -> bool:
+    """A MatMul whose K exceeds nk (so it always splits it) and that no subgraph can make a
+    head (S6.1, ``_possible_heads``)."""
+    g = ctx.graph
+    return g.is_matmul(q) and g.reduction_length(q) > ctx.nk and \
+        q not in ctx.memo("possible_heads", (), lambda: _possible_heads(ctx))
+
+
+def _possible_heads(ctx: ScoringContext) -> frozenset[int]:
+    """The MatMuls some valid subgraph runs as a head: the output of each reaches an
+    operand of a MatMul ``c`` directly, or through Pointwise ops where ``c`` may take an
+    operand a Pointwise op makes: as a root that S6.4 lets do so (its K at most nk, or at
+    most the native w for an LHS, h for an RHS), or as a head itself (S6.4 binds roots
+    only) unless, feeding that head, ``q`` would need all of a graph input larger than the
+    capacity (``needs_too_big_operand``). MatMuls are walked last to first, so each ``c``
+    is settled before any MatMul reaching it. (Taking every such ``c`` for a root, as
+    before, let the forced traffic claim a head's reloads that it never makes.)"""
+    g = ctx.graph
+    heads: set[int] = set()
+    for q in reversed(g.topological_order):
+        if g.is_matmul(q) and _reaches_head_operand(ctx, q, heads):
+            heads.add(q)
+    return frozenset(heads)
+
+
+def _reaches_head_operand(ctx: ScoringContext, q: int, heads: set[int]) -> bool:
+    """Whether ``q``'s output reaches an operand that makes it a head in some subgraph
+    (``_possible_heads``), given the MatMuls after it that may be heads."""
+    g, p = ctx.graph, ctx.problem
+    frontier, seen = [(t, True) for t in p.outputs[q]], set()
+    while frontier:
+        t, direct = frontier.pop()
+        for c in g.consumers[t]:
+            if g.is_matmul(c):
+                big_k = g.reduction_length(c)
+                natives = [ctx.nh if side else ctx.nw
+                           for side, u in enumerate(p.inputs[c]) if u == t]
+                if direct or big_k <= ctx.nk or big_k <= max(natives) or any(
+                        c in heads and not needs_too_big_operand(ctx, q, side)
+                        for side, u in enumerate(p.inputs[c]) if u == t):
+                    return True
+            elif c not in seen:
+                seen.add(c)
+                frontier += [(u, False) for u in p.outputs[c]]
+    return False
+
+
+def never_together(ctx: ScoringContext) -> frozenset[frozenset[int]]:
+    """The pairs of adjacent ops that no valid subgraph runs together: a Pointwise op and
+    the always-split root whose operand it makes on a side whose native extent is below
+    that root's K (S6.4). Cached in ``ctx``."""
+    return ctx.memo("never_together", (), lambda: _kept_apart(ctx))
+
+
+def _kept_apart(ctx: ScoringContext) -> frozenset[frozenset[int]]:
+    """The pairs behind ``never_together`` (uncached)."""
+    g, p = ctx.graph, ctx.problem
+    pairs = set()
+    for root in range(p.num_ops):
+        if not always_split_root(ctx, root):
+            continue
+        for side, t in enumerate(p.inputs[root]):
+            maker = g.producer.get(t)
+            if maker is not None and not g.is_matmul(maker) and \
+                    g.reduction_length(root) > (ctx.nh if side else ctx.nw):
+                pairs.add(frozenset((maker, root)))
+    return frozenset(pairs)
