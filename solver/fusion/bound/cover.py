@@ -306,7 +306,11 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
     for i, v in enumerate(priced):
         for t in v.kept:
             keeping.setdefault(t, []).append(i)
-    _add_sources(ctx, model, priced, chosen, writers, keepers, keeping, filler_of, deadline)
+    # whether a choice is picked at all: one picked several times reads the same sources
+    picked = [x if m == 1 else _at_least_once(model, x, m)
+              for x, m in _in_time(zip(chosen, most, strict=True), deadline)]
+    _add_sources(ctx, model, priced, chosen, picked, writers, keepers, keeping, filler_of,
+                 deadline)
     if upper is not None:
         _add_handovers(ctx, model, priced, chosen, most, keeping, filler_of)
     if now() > deadline:
@@ -337,8 +341,16 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
     return ctx.latency(bound), status == cp_model.OPTIMAL, picked
 
 
+def _at_least_once(model: cp_model.CpModel, x: cp_model.IntVar, most: int) -> cp_model.IntVar:
+    """A literal that holds whenever ``x`` (0..``most``) is positive."""
+    literal = model.new_bool_var("u")
+    model.add(x <= most * literal)
+    return literal
+
+
 def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
-                 chosen: Sequence[cp_model.IntVar], writers: dict[int, list[cp_model.IntVar]],
+                 chosen: Sequence[cp_model.IntVar], picked: Sequence[cp_model.IntVar],
+                 writers: dict[int, list[cp_model.IntVar]],
                  keepers: dict[int, list[cp_model.IntVar]], keeping: dict[int, list[int]],
                  filled: dict[int, cp_model.IntVar], deadline: float) -> None:
     """Rows saying where what the chosen prices read comes from.
@@ -350,9 +362,11 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
     all retained by one subgraph, the one before it, so one choice keeps all of them; and
     a relaxed choice's arrivals hold only as many resident tensors as fit the capacity
     (the smallest first), so all but that many are written by some choice. ``keeping``:
-    per tensor, the choices that may keep it; ``filled``: the filler literal of each op an
-    unpriced subgraph may run (one may keep anything such an op makes); ``_Late`` past
-    ``deadline``."""
+    per tensor, the choices that may keep it; ``picked``: per choice, a literal that holds
+    when it is picked at all (``chosen`` counts how often: a choice that keeps tensors may
+    run several times, and each run reads the same sources); ``filled``: the filler literal
+    of each op an unpriced subgraph may run (one may keep anything such an op makes);
+    ``_Late`` past ``deadline``."""
     g = ctx.graph
     sources: dict[tuple[int, str], cp_model.IntVar] = {}
 
@@ -365,7 +379,7 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
         return sources[t, kind]
 
     retainers: dict[frozenset[int], cp_model.IntVar] = {}
-    for v, x in _in_time(zip(priced, chosen, strict=True), deadline):
+    for v, x in _in_time(zip(priced, picked, strict=True), deadline):
         made = [t for t in ctx.shape(v.ops).inputs if t not in g.graph_inputs]
         for t in made:
             model.add(source(t, "written" if t not in v.resident else
