@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+import networkx as nx
+
 from solver.fusion.bound.roles import never_together
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.context import ScoringContext
@@ -46,19 +48,12 @@ def priced_zones(ctx: ScoringContext, attempted: Collection[tuple[int, ...]]) ->
 
 
 def _components(ctx: ScoringContext) -> tuple[int, ...]:
-    """The components of the op graph without the links ``never_together`` cuts."""
-    apart = never_together(ctx)
-    zone = [-1] * ctx.problem.num_ops
-    count = 0
-    for start in range(ctx.problem.num_ops):
-        if zone[start] >= 0:
-            continue
-        zone[start], todo = count, [start]
-        while todo:
-            q = todo.pop()
-            for k in ctx.graph.neighbours[q]:
-                if zone[k] < 0 and frozenset((q, k)) not in apart:
-                    zone[k] = count
-                    todo.append(k)
-        count += 1
+    """The components of the op graph without the links ``never_together`` cuts, numbered
+    by their first op."""
+    graph = ctx.graph.dag.to_undirected()
+    graph.remove_edges_from(tuple(pair) for pair in never_together(ctx))
+    zone = [0] * ctx.problem.num_ops
+    for number, ops in enumerate(sorted(nx.connected_components(graph), key=min)):
+        for q in ops:
+            zone[q] = number
     return tuple(zone)
