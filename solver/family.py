@@ -11,6 +11,7 @@ one ``Family`` object, plus its line in ``solver/families.py``.
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,16 @@ class SolveOptions(BaseModel):
             raise PydanticCustomError("solver.unknown", "unknown solver '{name}'; known: "
                                       "{known}", {"name": str(value)[:100],
                                                   "known": ", ".join(known)}) from None
+
+
+class ThreadedOptions(SolveOptions):
+    """The options of a family whose search gains from every core: more CP-SAT threads
+    (iopddl: with one, CP-SAT runs no neighbourhood search of its own), and for fusion its
+    cover bound in a second process beside the search. ``workers`` defaults to the
+    machine's cores, at most 8."""
+
+    workers: Workers = Field(default=min(8, os.cpu_count() or 1), description=(
+        "CP-SAT search threads per solve (default: this machine's cores, at most 8)"))
 
 
 class InvalidAnswer(RuntimeError):

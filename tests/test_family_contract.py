@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pickle
 import pkgutil
 import subprocess
@@ -204,6 +205,16 @@ def test_deterministic_solves_repeat_byte_for_byte_in_fresh_processes(tmp_path, 
     result = json.loads(outputs[0][1])
     stats = result.get("stats", result)  # a layout plan keeps them there
     assert stats["deterministic"] is True and stats["wall_time_s"] is None
+
+
+@pytest.mark.parametrize(("name", "machine"), [("fusion", True), ("iopddl", True),
+                                               ("layout", False)])
+def test_families_whose_search_gains_from_threads_default_to_the_machine_s_cores(name,
+                                                                                 machine):
+    """fusion (its cover bound in a second process beside the search) and iopddl (CP-SAT's
+    own neighbourhood search) default to the cores, at most 8; layout to one thread."""
+    cores = min(8, os.cpu_count() or 1)
+    assert FAMILIES[name].options().workers == (cores if machine else 1)
 
 
 def test_the_cli_checks_its_output_path_before_solving(tmp_path):

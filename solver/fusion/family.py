@@ -20,7 +20,7 @@ from models.fusion import (
 )
 from solver import progress as progress_sink
 from solver.deadline import Deadline
-from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, count_items
+from solver.family import Progress, Size, Solved, ThreadedOptions, Timeline, Verdict, count_items
 from solver.fusion import solvers
 from solver.fusion.evaluate import evaluate
 from solver.fusion.problem import FusionGraph, Rules, k_steps, summarize
@@ -66,7 +66,7 @@ class Reading(BaseModel):
         return "per_op" if self.semantics == "teamkorea" else "per_native_k"
 
 
-class FusionOptions(SolveOptions, Reading):
+class FusionOptions(ThreadedOptions, Reading):
     solver: Literal[tuple(solvers.SOLVERS)] = Field(  # type: ignore[valid-type]
         default=solvers.DEFAULT_SOLVER, description=f"one of {list(solvers.SOLVERS)}")
 

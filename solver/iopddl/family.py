@@ -3,7 +3,6 @@ the family contract."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -13,7 +12,7 @@ from models.iopddl import IopddlProblem, IopddlReport, IopddlResult, IopddlSolut
 from solver import iopddl
 from solver import progress as progress_sink
 from solver.deadline import Deadline
-from solver.family import Progress, Size, Solved, SolveOptions, Timeline, Verdict, Workers
+from solver.family import Progress, Size, Solved, ThreadedOptions, Timeline, Verdict
 from solver.iopddl.evaluate import evaluate, parse_solution, usage_profile
 from solver.iopddl.problem import Problem, parse_problem, summarize
 from solver.iopddl.search import SOLVERS
@@ -21,16 +20,11 @@ from solver.iopddl.search import SOLVERS
 IOPDDL_KEYS = frozenset({"nodes", "edges"})
 TIMELINE_POINTS = 2_000
 """Most points of a usage timeline drawn (each the peak of its stretch of time)."""
-DEFAULT_WORKERS = min(8, os.cpu_count() or 1)
 
 
-class IopddlOptions(SolveOptions):
+class IopddlOptions(ThreadedOptions):
     solver: Literal[tuple(SOLVERS)] = Field(  # type: ignore[valid-type]
         default="cpsat", description=f"one of {list(SOLVERS)}")
-    workers: Workers = Field(
-        default=DEFAULT_WORKERS, description="CP-SAT search threads (default: this machine's "
-        "cores, at most 8, as the contest's machine had): with one, CP-SAT runs no "
-        "neighbourhood search of its own")
 
 
 class IopddlEvaluateOptions(BaseModel):
