@@ -306,10 +306,7 @@ def _built_and_solved(ctx: ScoringContext, priced: Sequence[Priced], fillers: Fi
     for i, v in enumerate(priced):
         for t in v.kept:
             keeping.setdefault(t, []).append(i)
-    # whether a choice is picked at all: one picked several times reads the same sources
-    picked = [x if m == 1 else _at_least_once(model, x, m)
-              for x, m in _in_time(zip(chosen, most, strict=True), deadline)]
-    _add_sources(ctx, model, priced, chosen, picked, writers, keepers, keeping, filler_of,
+    _add_sources(ctx, model, priced, chosen, most, writers, keepers, keeping, filler_of,
                  deadline)
     if upper is not None:
         _add_handovers(ctx, model, priced, chosen, most, keeping, filler_of)
@@ -349,7 +346,7 @@ def _at_least_once(model: cp_model.CpModel, x: cp_model.IntVar, most: int) -> cp
 
 
 def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
-                 chosen: Sequence[cp_model.IntVar], picked: Sequence[cp_model.IntVar],
+                 chosen: Sequence[cp_model.IntVar], most: Sequence[int],
                  writers: dict[int, list[cp_model.IntVar]],
                  keepers: dict[int, list[cp_model.IntVar]], keeping: dict[int, list[int]],
                  filled: dict[int, cp_model.IntVar], deadline: float) -> None:
@@ -362,11 +359,12 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
     all retained by one subgraph, the one before it, so one choice keeps all of them; and
     a relaxed choice's arrivals hold only as many resident tensors as fit the capacity
     (the smallest first), so all but that many are written by some choice. ``keeping``:
-    per tensor, the choices that may keep it; ``picked``: per choice, a literal that holds
-    when it is picked at all (``chosen`` counts how often: a choice that keeps tensors may
-    run several times, and each run reads the same sources); ``filled``: the filler literal
-    of each op an unpriced subgraph may run (one may keep anything such an op makes);
-    ``_Late`` past ``deadline``."""
+    per tensor, the choices that may keep it; ``most``: how often each choice may be picked
+    (``chosen`` counts it: a choice that keeps tensors may run several times, and each run
+    reads the same sources, so a row on one Boolean source reads ``most * source >= x``,
+    and a row counting sources takes a literal of any pick, ``_at_least_once``);
+    ``filled``: the filler literal of each op an unpriced subgraph may run (one may keep
+    anything such an op makes); ``_Late`` past ``deadline``."""
     g = ctx.graph
     sources: dict[tuple[int, str], cp_model.IntVar] = {}
 
@@ -379,16 +377,17 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
         return sources[t, kind]
 
     retainers: dict[frozenset[int], cp_model.IntVar] = {}
-    for v, x in _in_time(zip(priced, picked, strict=True), deadline):
+    for v, x, m in _in_time(zip(priced, chosen, most, strict=True), deadline):
         made = [t for t in ctx.shape(v.ops).inputs if t not in g.graph_inputs]
         for t in made:
-            model.add(source(t, "written" if t not in v.resident else
-                             "either" if v.relaxed else "kept") >= x)
+            model.add(m * source(t, "written" if t not in v.resident else
+                                 "either" if v.relaxed else "kept") >= x)
         if v.relaxed:
             held = _most_held(ctx, v.resident)
             if held < len(v.resident):
+                once = x if m == 1 else _at_least_once(model, x, m)
                 model.add(sum(source(t, "written") for t in v.resident)
-                          >= (len(v.resident) - held) * x)
+                          >= (len(v.resident) - held) * once)
         elif len(v.resident) > 1:
             if v.resident not in retainers:
                 literal = retainers[v.resident] = model.new_bool_var("r")
@@ -396,7 +395,7 @@ def _add_sources(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[
                 unpriced = {g.producer[t] for t in v.resident} & filled.keys()
                 model.add(sum(chosen[i] for i in by) + sum(filled[q] for q in unpriced)
                           >= literal)
-            model.add(retainers[v.resident] >= x)
+            model.add(m * retainers[v.resident] >= x)
 
 
 def _add_handovers(ctx: ScoringContext, model: cp_model.CpModel, priced: Sequence[Priced],
