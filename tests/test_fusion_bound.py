@@ -504,6 +504,50 @@ def test_a_cover_given_under_a_second_still_prices():
     assert found.sets_priced > 0
 
 
+def test_a_cover_priced_at_a_pace_to_complete_still_keeps_a_level_in_hand(monkeypatch):
+    """Each time the prices double past ``LEVEL_GROWTH`` a level's cover is solved, whatever
+    the pace: benchmark 5 ``per_op`` (every op set priced within 10 s) solves levels of
+    growing size, and its complete cover is the same."""
+    raw = json.loads((MLSYS / "benchmarks" / "mlsys-2026-5.json").read_text())
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
+    whole = cover_bound(ctx, time.monotonic() + 10)
+    sizes: list[int] = []
+    solve_cover = cover._solve_cover
+
+    def spy(ctx, priced, fillers, deadline, upper=None):
+        sizes.append(len(priced))
+        return solve_cover(ctx, priced, fillers, deadline, upper)
+
+    monkeypatch.setattr(cover, "_solve_cover", spy)
+    monkeypatch.setattr(cover, "LEVEL_GROWTH", 100)
+    found = cover_bound(ctx, time.monotonic() + 10)
+    assert whole.complete and found.complete and found.value == whole.value
+    levels = [size for size in sizes if size < sizes[-1]]  # then the last cover's solves
+    assert len(levels) >= 2 and levels[0] >= 100
+    assert all(b >= 2 * a for a, b in zip(levels, levels[1:], strict=False))
+
+
+def test_a_level_cover_that_proves_nothing_ends_the_pricing(monkeypatch):
+    """A cover of every op set up to some size that proves nothing in its time (here the
+    first) is not followed by larger ones: the rest of the time solves and refines the
+    cover of those same prices (a refined price that no longer fits drops out)."""
+    sizes: list[int] = []
+    solve_cover = cover._solve_cover
+
+    def first_proves_nothing(ctx, priced, fillers, deadline, upper=None):
+        sizes.append(len(priced))
+        if len(sizes) == 1:
+            return Fraction(0), False, []
+        return solve_cover(ctx, priced, fillers, deadline, upper)
+
+    monkeypatch.setattr(cover, "_solve_cover", first_proves_nothing)
+    raw = next(r for n, r in suite(0, 66) if n == "gen-attention-09")
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
+    found = cover_bound(ctx, time.monotonic() + 3)
+    assert len(sizes) >= 2 and max(sizes[1:]) <= sizes[0]
+    assert found.value > 0 and not found.complete
+
+
 def test_the_background_cover_is_the_cover_and_leaves_no_child():
     """Computed in a forked child (``bound/background.py``) the cover of benchmark 1
     ``per_op`` is the same complete, optimal cover as in the process itself, and one sent

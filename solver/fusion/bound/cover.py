@@ -61,6 +61,13 @@ schedule's latency, when one is known): CP-SAT reports its proven bound as a dou
 only below 2**53."""
 INT64_REACH = 2**62
 """Steps the objective may reach at most, every choice taken as often as it may be."""
+LEVEL_GROWTH = 4000
+"""Prices from which a level's cover is solved, whatever the pace, each time they have
+doubled since the last one: a cover too large for the time kept for the last solve then
+leaves a smaller one's bound. In a 10-s solve of ``gen-attention-09`` (124 ops) beside the
+search on two cores, the pace never asked for a level, and the last cover, of 14,670
+prices, proved nothing in its 1 s (alone, 8,487 prices take 1.2-1.7 s): the solve reported
+max(compute, I/O)."""
 LEVEL_SOLVE_S = 0.5
 """Most time the cover of every op set up to one size gets while pricing goes on."""
 REFINE_FACTOR = 32
@@ -136,11 +143,16 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
 
     Op sets are priced smallest first, and each time every op set up to a size is priced
     while the pace so far says not all will be, that cover is solved too (at most
-    ``LEVEL_SOLVE_S``): the bound is the best of them. More op sets priced may lower the
-    cover, not only raise it (a large op set's quick price, a range's floor, can undercut
-    what the fillers charge its ops): on benchmark 13 ``per_op`` the cover is
-    16,273,899.52 with the op sets of up to three ops priced, and was 13,589,544.96 with
-    some of up to eight priced as well."""
+    ``LEVEL_SOLVE_S``): the bound is the best of them. So is it, whatever the pace, each
+    time the prices have doubled past ``LEVEL_GROWTH``. A level's cover that proves
+    nothing in that time ends the pricing, and the rest of the time goes to solving and
+    refining that cover: one of more prices would be larger still (on ``gen-attention-09``
+    the covers of 8,487 and 12,996 prices proved nothing in 0.5 s, nor the last one, of
+    13,134, in its 1 s; stopping at the first, the last cover is 496,011.2, not 494,807.2).
+    More op sets priced may lower the cover, not only raise it (a large op set's quick
+    price, a range's floor, can undercut what the fillers charge its ops): on benchmark 13
+    ``per_op`` the cover is 16,273,899.52 with the op sets of up to three ops priced, and
+    was 13,589,544.96 with some of up to eight priced as well."""
     n = ctx.problem.num_ops
     sets = connected_op_sets(ctx.graph, range(n), SET_BUDGET, never_together(ctx))
     upper = _unfused_units(ctx)
@@ -153,15 +165,20 @@ def cover_bound(ctx: ScoringContext, deadline: float) -> CoverBound:
     priced: list[Priced] = []
     best = Fraction(0)
     done, pricing_s = 0, 0.0  # op sets priced, and the time pricing them took
+    solved = 0  # prices of the last level's cover solved
     for ops in sets.sets:
         if now() > pricing_ends:
             break
-        if done and len(ops) > len(sets.sets[done - 1]) and \
-                now() + pricing_s / done * (len(sets.sets) - done) > pricing_ends:
-            # every smaller op set is priced, and at this pace not every op set will be
+        if done and len(ops) > len(sets.sets[done - 1]) and (
+                now() + pricing_s / done * (len(sets.sets) - done) > pricing_ends
+                or len(priced) >= max(LEVEL_GROWTH, 2 * solved)):
+            # every smaller op set is priced, and at this pace not every op set will be,
+            # or the cover has doubled since the last level's: one is kept in hand
             value, _, _ = _solve_cover(ctx, priced, make_fillers(ctx, sets.sets[:done]),
                                        min(pricing_ends, now() + LEVEL_SOLVE_S), upper)
-            best = max(best, value)
+            best, solved = max(best, value), len(priced)
+            if not value:
+                break  # proved nothing in its time: more prices would only make it larger
         started = now()
         priced.extend(price(ctx, ops, QUICK_SPLITS))
         done, pricing_s = done + 1, pricing_s + now() - started
