@@ -16,7 +16,7 @@ from models.fusion import parse_problem
 from solver.fusion.bound import cover, cover_bound
 from solver.fusion.bound.roles import compute_floor_in, unpriced_compute, unpriced_roots
 from solver.fusion.bound.shared_heads import shared_operands
-from solver.fusion.candidates import connected_op_sets
+from solver.fusion.candidates import Attempted, connected_op_sets
 from solver.fusion.cpsat import as_variants, total
 from solver.fusion.floors import least_compute
 from solver.fusion.greedy import greedy
@@ -85,12 +85,12 @@ def test_a_head_feeding_a_root_recomputes_once_per_tile_across():
     assert compute_floor_in(ctx, g.shape((0, 1, 2)), 0) is None
     # every set with {0, 1} priced: an unpriced set runs op 0 as a head of op 1 or not at
     # all; op 1 may still be a root in an unpriced set ({1} is not priced)
-    free_roots = unpriced_roots(ctx, [(0,), (0, 1)])
+    free_roots = unpriced_roots(ctx, Attempted.of([(0,), (0, 1)]))
     assert free_roots == {1, 2}
     floors = unpriced_compute(ctx, free_roots)
     assert floors[0] == 4 * once
     assert floors[1] == least_compute(ctx, 1)
-    assert unpriced_compute(ctx, unpriced_roots(ctx, []))[0] == once
+    assert unpriced_compute(ctx, unpriced_roots(ctx, Attempted.of([])))[0] == once
 
 
 RAGGED = {

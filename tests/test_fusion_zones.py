@@ -11,7 +11,7 @@ from models.fusion import FusionSolution, parse_problem
 from solver.fusion.bound import cover
 from solver.fusion.bound.roles import always_split_root, never_together
 from solver.fusion.bound.zones import priced_zones, zones
-from solver.fusion.candidates import connected_op_sets
+from solver.fusion.candidates import Attempted, connected_op_sets
 from solver.fusion.cpsat import as_variants
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
@@ -68,9 +68,9 @@ def test_a_split_k_matmul_that_may_be_a_head_splits_nothing():
 
 def test_a_zone_whose_op_sets_were_all_priced_leaves_nothing_to_fillers():
     ctx = ScoringContext(parse_problem(_split_chain()))
-    assert priced_zones(ctx, [(2,)]) == {1}
-    assert priced_zones(ctx, [(0,), (1,)]) == set()  # (0, 1) is not priced
-    assert priced_zones(ctx, [(0,), (1,), (0, 1), (2,)]) == {0, 1}
+    assert priced_zones(ctx, Attempted.of([(2,)])) == {1}
+    assert priced_zones(ctx, Attempted.of([(0,), (1,)])) == set()  # (0, 1) is not priced
+    assert priced_zones(ctx, Attempted.of([(0,), (1,), (0, 1), (2,)])) == {0, 1}
     compute = cover.make_fillers(ctx, [(2,)]).compute
     assert compute[2] is None and None not in compute[:2]
 

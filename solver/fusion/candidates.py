@@ -34,6 +34,32 @@ def is_connected(graph: FusionGraph, ops: Iterable[int]) -> bool:
     return bool(members) and nx.is_weakly_connected(graph.dag.subgraph(members))
 
 
+@dataclass(frozen=True)
+class Attempted:
+    """Op sets a bound priced (each in topological order), asked whether every connected
+    op set of some ops is among them (``covers``). Built once per set of prices: the
+    fillers ask it for every MatMul's root component and every zone."""
+
+    sets: frozenset[tuple[int, ...]]
+    largest: int
+
+    @classmethod
+    def of(cls, sets: Iterable[tuple[int, ...]]) -> Attempted:
+        found = frozenset(sets)
+        return cls(found, max(map(len, found), default=0))
+
+    def covers(self, graph: FusionGraph, ops: Collection[int],
+               apart: Collection[frozenset[int]], holding: int | None = None) -> bool:
+        """Whether every connected subset of ``ops`` (holding op ``holding``, if given), but
+        those holding a pair in ``apart``, is among these op sets. ``ops`` larger than every
+        one of them counts as not covered (it may itself be such a subset)."""
+        if len(ops) > self.largest:
+            return False
+        found = connected_op_sets(graph, ops, len(self.sets) + 1, apart)
+        return found.complete and all(s in self.sets for s in found.sets
+                                      if holding is None or holding in s)
+
+
 def connected_op_sets(graph: FusionGraph, ops: Iterable[int], budget: int,
                       apart: Collection[frozenset[int]] = frozenset()) -> Enumeration:
     """Every connected subset of ``ops`` of size 1, 2, ... while the running total stays

@@ -39,7 +39,7 @@ from solver.fusion.bound.pricing import QUICK_SPLITS, Priced, least_once, price
 from solver.fusion.bound.roles import never_together, unpriced_compute, unpriced_roots
 from solver.fusion.bound.shared_heads import shared_operands
 from solver.fusion.bound.zones import priced_zones, zones
-from solver.fusion.candidates import connected_op_sets
+from solver.fusion.candidates import Attempted, connected_op_sets
 from solver.fusion.context import ScoringContext
 from solver.fusion.unfused import unfused
 
@@ -121,10 +121,11 @@ class Fillers:
 
 def make_fillers(ctx: ScoringContext, attempted: Sequence[tuple[int, ...]]) -> Fillers:
     """The fillers for every op outside the ``attempted`` op sets."""
-    free_roots = unpriced_roots(ctx, attempted)
+    priced = Attempted.of(attempted)
+    free_roots = unpriced_roots(ctx, priced)
     shared = [{q: group.head_floor for q in group.readers if q not in free_roots}
               for group in shared_operands(ctx) if group.head_floor is not None]
-    done, zone = priced_zones(ctx, attempted), zones(ctx)
+    done, zone = priced_zones(ctx, priced), zones(ctx)
     compute = [None if zone[q] in done else c
                for q, c in enumerate(unpriced_compute(ctx, free_roots))]
     return Fillers(compute, forced_traffic(ctx), [floors for floors in shared if floors])

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from solver.fusion.candidates import connected_op_sets
+from solver.fusion.candidates import Attempted
 from solver.fusion.context import ScoringContext
 from solver.fusion.floors import least_compute
 from solver.fusion.problem import SubgraphShape, ceil_div, matmuls_fed
@@ -84,27 +84,15 @@ def unpriced_compute(ctx: ScoringContext, free_roots: Collection[int]) -> list[i
     return out
 
 
-def unpriced_roots(ctx: ScoringContext, attempted: Collection[tuple[int, ...]]
-                   ) -> frozenset[int]:
+def unpriced_roots(ctx: ScoringContext, attempted: Attempted) -> frozenset[int]:
     """The MatMuls that some connected op set outside ``attempted`` (op sets the bound
-    priced, each in topological order) runs as a root: those with such a set within their
+    priced) runs as a root: those with such a set holding them within their
     ``_root_component``."""
     g = ctx.graph
-    attempted = set(attempted)
-    largest = max(map(len, attempted), default=0)
     neighbours = g.neighbours
-    found = set()
-    for q in range(ctx.problem.num_ops):
-        if not g.is_matmul(q):
-            continue
-        component = _root_component(ctx, q, neighbours)
-        if len(component) > largest:
-            found.add(q)  # the component itself is such a set
-            continue
-        sets = connected_op_sets(g, component, len(attempted) + 1, never_together(ctx))
-        if not sets.complete or any(q in s and s not in attempted for s in sets.sets):
-            found.add(q)
-    return frozenset(found)
+    return frozenset(
+        q for q in range(ctx.problem.num_ops) if g.is_matmul(q) and not attempted.covers(
+            g, _root_component(ctx, q, neighbours), never_together(ctx), holding=q))
 
 
 def _root_component(ctx: ScoringContext, q: int, neighbours: dict[int, frozenset[int]]

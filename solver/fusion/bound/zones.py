@@ -15,12 +15,10 @@ On the generated suite 1 to 28 zones per graph; the cover of ``gen-gated-mlp-10`
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import networkx as nx
 
 from solver.fusion.bound.roles import never_together
-from solver.fusion.candidates import connected_op_sets
+from solver.fusion.candidates import Attempted
 from solver.fusion.context import ScoringContext
 
 
@@ -29,22 +27,14 @@ def zones(ctx: ScoringContext) -> tuple[int, ...]:
     return ctx.memo("zones", (), lambda: _components(ctx))
 
 
-def priced_zones(ctx: ScoringContext, attempted: Collection[tuple[int, ...]]) -> frozenset[int]:
+def priced_zones(ctx: ScoringContext, attempted: Attempted) -> frozenset[int]:
     """The zones every connected op set of which is among ``attempted`` (op sets the bound
-    priced, each in topological order): no unpriced subgraph runs an op of theirs."""
-    attempted = set(attempted)
-    largest = max(map(len, attempted), default=0)
+    priced): no unpriced subgraph runs an op of theirs."""
     members: dict[int, list[int]] = {}
     for q, zone in enumerate(zones(ctx)):
         members.setdefault(zone, []).append(q)
-    out = set()
-    for zone, ops in members.items():
-        if len(ops) > largest:
-            continue  # larger than every priced set: taken as not all priced
-        sets = connected_op_sets(ctx.graph, ops, len(attempted) + 1, never_together(ctx))
-        if sets.complete and all(s in attempted for s in sets.sets):
-            out.add(zone)
-    return frozenset(out)
+    return frozenset(zone for zone, ops in members.items()
+                     if attempted.covers(ctx.graph, ops, never_together(ctx)))
 
 
 def _components(ctx: ScoringContext) -> tuple[int, ...]:
