@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from solver.fusion.bound.roles import always_split_root
+from solver.fusion.bound.roles import always_split_root, splits_past_native
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import ceil_div
 
@@ -94,9 +94,7 @@ def _made_outside(ctx: ScoringContext, t: int, q: int, side: int) -> bool:
     an LHS, h for an RHS)."""
     g = ctx.graph
     producer = g.producer.get(t)
-    native = ctx.nh if side else ctx.nw
-    split_past_native = g.reduction_length(q) > native
-    return split_past_native and (producer is None or (
+    return splits_past_native(ctx, q, side) and (producer is None or (
         not g.is_matmul(producer) and g.size(t) > ctx.capacity))
 
 

@@ -130,6 +130,13 @@ def needs_too_big_operand(ctx: ScoringContext, q: int, side: int) -> bool:
     return operand in ctx.graph.graph_inputs and ctx.graph.size(operand) > ctx.capacity
 
 
+def splits_past_native(ctx: ScoringContext, q: int, side: int) -> bool:
+    """Whether MatMul ``q`` reduces over a K above the native extent of its operand on
+    ``side`` (w for an LHS, h for an RHS): as a root that splits K, S6.4 then keeps the
+    Pointwise op making that operand out of its subgraph."""
+    return ctx.graph.reduction_length(q) > (ctx.nh if side else ctx.nw)
+
+
 def always_split_root(ctx: ScoringContext, q: int) -> bool:
     """A MatMul whose K exceeds nk (so it always splits it) and that no subgraph can make a
     head (S6.1, ``_possible_heads``)."""
@@ -164,12 +171,11 @@ def _reaches_head_operand(ctx: ScoringContext, q: int, heads: set[int]) -> bool:
         t, direct = frontier.pop()
         for c in g.consumers[t]:
             if g.is_matmul(c):
-                big_k = g.reduction_length(c)
-                natives = [ctx.nh if side else ctx.nw
-                           for side, u in enumerate(p.inputs[c]) if u == t]
-                if direct or big_k <= ctx.nk or big_k <= max(natives) or any(
-                        c in heads and not needs_too_big_operand(ctx, q, side)
-                        for side, u in enumerate(p.inputs[c]) if u == t):
+                sides = [side for side, u in enumerate(p.inputs[c]) if u == t]
+                if direct or g.reduction_length(c) <= ctx.nk \
+                        or not all(splits_past_native(ctx, c, side) for side in sides) \
+                        or any(c in heads and not needs_too_big_operand(ctx, q, side)
+                               for side in sides):
                     return True
             elif c not in seen:
                 seen.add(c)
@@ -194,6 +200,6 @@ def _kept_apart(ctx: ScoringContext) -> frozenset[frozenset[int]]:
         for side, t in enumerate(p.inputs[root]):
             maker = g.producer.get(t)
             if maker is not None and not g.is_matmul(maker) and \
-                    g.reduction_length(root) > (ctx.nh if side else ctx.nw):
+                    splits_past_native(ctx, root, side):
                 pairs.add(frozenset((maker, root)))
     return frozenset(pairs)
