@@ -179,6 +179,28 @@ def test_input_faults_that_were_500s_name_field_and_rule(tmp_path):
         a_solve_still_works(client)
 
 
+def test_fusion_workers_out_of_range_are_named_and_the_default_solves(tmp_path):
+    """``workers`` defaults to the machine's cores (two or more fork the cover bound from
+    the pool worker); out of range it is refused, naming the field, on both routes, and a
+    cpsat solve with the default then answers with a bound at or below its schedule."""
+    with make(tmp_path) as client:
+        for value, rule in ((0, "schema.greater_than_equal"), (65, "schema.less_than_equal")):
+            direct = client.post(f"/v1/fusion/solve?solver=cpsat&workers={value}", json=FUSION)
+            assert direct.status_code == 422
+            assert (rule, "$.query.workers") in {(e["rule"], e["path"])
+                                                 for e in direct.json()["errors"]}
+            job = client.post("/v1/jobs", json={"kind": "fusion", "payload": FUSION,
+                                                "options": {"workers": value}})
+            assert job.status_code == 422
+            assert (rule, "$.options.workers") in {(e["rule"], e["path"])
+                                                   for e in job.json()["errors"]}
+        solved = client.post("/v1/fusion/solve?solver=cpsat&time_limit_s=3", json=FUSION)
+        assert solved.status_code == 200, solved.text
+        result = solved.json()
+        assert result["bound"] <= result["total_latency"]
+        a_solve_still_works(client)
+
+
 # --------------------------------------------------------------------------- isolation
 
 
