@@ -487,6 +487,8 @@ TABLES = {
     "fusion-suite-spread": Table("fusion-suite-spread.json", fusion_suite_tables),
     "fusion-suite-zones": Table("fusion-suite-zones.json", fusion_suite_tables),
     "fusion-suite-levels": Table("fusion-suite-levels.json", fusion_suite_tables),
+    "fusion-suite-path-before": Table("fusion-suite-path-before.json", fusion_suite_tables),
+    "fusion-suite-path": Table("fusion-suite-path.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

@@ -15,7 +15,10 @@
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
    reshapes) is solved, again around each new incumbent (``relink``). It stops early
    enough to leave the caller time for its bound.
-4. Under the default reading, greedy's subgraphs before the search and the final
+4. Each model's variants first go through a shortest path over schedule states
+   (``sequence.shortest_sequence``); CP-SAT starts from that path when it beats the
+   incumbent, and proves what it can.
+5. Under the default reading, greedy's subgraphs before the search and the final
    schedule's after it are each taken to the fastest of every integer granularity
    (``retile``): the search's own candidates are powers of two, caps and a few narrowings.
 
@@ -56,6 +59,7 @@ from solver.fusion.problem import lower_bounds
 from solver.fusion.retile import retile
 from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import ScoringContext, ScoringTimeout
+from solver.fusion.sequence import shortest_sequence
 from solver.fusion.spread import spread
 from solver.fusion.variants import Variant, make_variant, retention_options
 
@@ -86,6 +90,9 @@ RETILE_SHARE = 0.05
 """Share of the search's time for taking greedy's subgraphs to the fastest of every
 integer granularity (``retile``), and again for the final schedule's: a schedule's own
 subgraphs are few, and most take milliseconds (a 36-op transformer's 28: 0.06 s)."""
+PATH_SHARE = 0.3
+"""Most share of a model's time the shortest path through its variants may take before
+CP-SAT starts (``sequence.shortest_sequence``)."""
 RELINK_SHARE = 0.15
 """Share of the window search's time kept for reordering and relinking the incumbent's own
 op sets over the whole graph at the end (``relink``). Relinking first instead left the
@@ -343,7 +350,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         dropped += _score_waiting(ctx, waiting, variants, given, fits, links,
                                   now() + 0.6 * max(0.0, deadline - now()))
         scored_all = not waiting and not dropped
-        found = _solve_variants(window, variants + _repeats(ctx, variants), hinted, ctx.unit,
+        found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hinted,
                                 deadline, seed, workers)
         if found is None or (best is not None and total(found[0]) > total(best)):
             return best, False  # a round cut short: the last one's answer stands
@@ -396,10 +403,50 @@ def _score_waiting(ctx: ScoringContext, waiting: list[Key], variants: list[Varia
     return dropped
 
 
-def _solve_variants(window: Window, variants: list[Variant], hinted: Sequence[int],
-                    unit: int, deadline: float, seed: int, workers: int
+def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant],
+                    hinted: Sequence[int], deadline: float, seed: int, workers: int
                     ) -> tuple[list[Variant], bool] | None:
-    """The best schedule of ``variants`` in the window, hinted with the variants at
+    """The best schedule of ``variants`` in the window, and whether it is proven optimal;
+    None if none was found. The shortest path through the window's states
+    (``sequence.shortest_sequence``, at most ``PATH_SHARE`` of the time) comes first; CP-SAT
+    then starts from it (or from the variants at ``hinted``, in order, if it found nothing
+    better) and proves what it can in the rest."""
+    path = shortest_sequence(ctx, window, variants,
+                             now() + PATH_SHARE * max(0.0, deadline - now()))
+    if path is not None:
+        given = [variants[i] for i in hinted]
+        if window.holds(given) and total(path) >= total(given):
+            path = None  # no better than the hint, which CP-SAT starts from anyway
+        else:
+            hinted = _indices(variants, path) or hinted
+    found = _solve_model(window, variants, hinted, ctx.unit, deadline, seed, workers)
+    if path is not None and (found is None or total(path) < total(found[0])):
+        return path, False  # better than the model's best (its optimum: a repeat past its copies)
+    return found
+
+
+def _indices(variants: Sequence[Variant], path: Sequence[Variant]) -> list[int] | None:
+    """Where each variant of ``path`` stands in ``variants``, a repeat at its next copy;
+    None when ``variants`` holds fewer copies than the path runs."""
+    copies: dict[int, list[int]] = {}  # ``_repeats`` copies are the same object
+    for i, v in enumerate(variants):
+        copies.setdefault(id(v), []).append(i)
+    used: dict[int, int] = {}
+    out = []
+    for v in path:
+        k = used.get(id(v), 0)
+        at = copies.get(id(v), [])
+        if k >= len(at):
+            return None
+        out.append(at[k])
+        used[id(v)] = k + 1
+    return out
+
+
+def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
+                 unit: int, deadline: float, seed: int, workers: int
+                 ) -> tuple[list[Variant], bool] | None:
+    """CP-SAT's best schedule of ``variants`` in the window, hinted with the variants at
     ``hinted`` (in order), and whether it is proven optimal; None if none was found."""
     try:
         model, mv = build_model(window, variants, objective_scale(variants, unit), deadline)
