@@ -20,15 +20,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from suite_args import add_problem_arguments, chosen  # a sibling: ``benchmarks`` comes from --tree
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", default=["gen-transformer-04"],
-                        help="suite problem names (default: gen-transformer-04)")
-    parser.add_argument("--modes", nargs="+", default=["per_native_k", "per_op"],
-                        choices=["per_native_k", "per_op"])
+    add_problem_arguments(parser, "gen-transformer-04")
     parser.add_argument("--deadline", type=float, default=60.0,
                         help="seconds the cover may take (default 60)")
     parser.add_argument("--tree", type=Path, default=ROOT,
@@ -47,11 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     from solver.fusion.context import ScoringContext
     from solver.fusion.problem import DEFAULT_RULES
 
-    problems = dict(suite())
-    unknown = [name for name in args.only if name not in problems]
-    if unknown:
-        parser.error(f"--only: no suite problem named {', '.join(unknown)}")
-    for name in args.only:
+    problems = chosen(parser, args.only, dict(suite()))
+    for name in problems:
         for mode in args.modes:
             rules = replace(DEFAULT_RULES, reduction_cost=mode)
             ctx = ScoringContext(parse_problem(problems[name]), rules)

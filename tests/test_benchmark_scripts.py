@@ -13,13 +13,19 @@ import sys
 
 import pytest
 
+from benchmarks import path_oracle
 from benchmarks.fusion import PERTURBATIONS, load, perturbed
+from benchmarks.fusion_generate import suite as fusion_suite
 from benchmarks.isolated import isolated
 from benchmarks.layout_order_suite import graph, suite
 from benchmarks.meta import meta as meta_now
 from benchmarks.render import check, fusion_suite_tables
 from benchmarks.render import main as render_main
+from models.fusion import parse_problem as parse_fusion
 from models.layout import parse_graph
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import Rules
+from solver.fusion.score import ScoringContext
 from tests.conftest import MLSYS, ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
@@ -46,6 +52,9 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("cover_time.py", ["--tree", "no/such/tree"], "--tree no/such/tree holds no solver/fusion"),
     ("cover_time.py", ["--only", "gen-nosuch"], "--only: no suite problem named gen-nosuch"),
     ("cover_time.py", ["--modes", "per_tile"], "invalid choice: 'per_tile'"),
+    ("path_oracle.py", ["--deadline", "0"], "--budget and --deadline must be positive"),
+    ("path_oracle.py", ["--budget", "0"], "--budget and --deadline must be positive"),
+    ("path_oracle.py", ["--only", "gen-nosuch"], "--only: no suite problem named gen-nosuch"),
     ("proofs.py", ["--time-limit", "0"], "--time-limit must be positive"),
     ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
     ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
@@ -202,3 +211,13 @@ def test_the_tx8_suite_is_seeded_and_every_graph_parses_for_a_tx8():
         "tx8-transformer", "tx8-convs", "tx8-mlp-chain", "tx8-residual-dag"}
     for doc in docs:
         assert parse_graph(doc).device == "tx8"
+
+
+def test_the_path_oracle_scores_a_small_graph_completely_and_is_no_slower_than_greedy():
+    """``path_oracle.measure`` on the suite's smallest fork-join: every op set scored, and
+    its path (which the evaluator checks inside) at most greedy's total."""
+    raw = dict(fusion_suite())["gen-forkjoin-00"]
+    row = path_oracle.measure("gen-forkjoin-00", raw, "per_op", 30000, 60)
+    assert row["complete"] and row["scored"] == row["op_sets"] > 0
+    ctx = ScoringContext(parse_fusion(raw), Rules(reduction_cost="per_op"))
+    assert row["path"] <= float(sum(item.config.latency for item in greedy(ctx)))

@@ -418,29 +418,20 @@ def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant]
         if window.holds(given) and total(path) >= total(given):
             path = None  # no better than the hint, which CP-SAT starts from anyway
         else:
-            hinted = _indices(variants, path) or hinted
+            hinted = _indices(variants, path)
     found = _solve_model(window, variants, hinted, ctx.unit, deadline, seed, workers)
     if path is not None and (found is None or total(path) < total(found[0])):
-        return path, False  # better than the model's best (its optimum: a repeat past its copies)
+        return path, False  # the model's time ran out, or the path has more subgraphs than
+        # it has positions (a window whose ops other subgraphs also run)
     return found
 
 
-def _indices(variants: Sequence[Variant], path: Sequence[Variant]) -> list[int] | None:
-    """Where each variant of ``path`` stands in ``variants``, a repeat at its next copy;
-    None when ``variants`` holds fewer copies than the path runs."""
-    copies: dict[int, list[int]] = {}  # ``_repeats`` copies are the same object
+def _indices(variants: Sequence[Variant], path: Sequence[Variant]) -> list[int]:
+    """Where each variant of ``path`` stands in ``variants`` (a path runs none twice)."""
+    at: dict[int, int] = {}
     for i, v in enumerate(variants):
-        copies.setdefault(id(v), []).append(i)
-    used: dict[int, int] = {}
-    out = []
-    for v in path:
-        k = used.get(id(v), 0)
-        at = copies.get(id(v), [])
-        if k >= len(at):
-            return None
-        out.append(at[k])
-        used[id(v)] = k + 1
-    return out
+        at.setdefault(id(v), i)
+    return [at[id(v)] for v in path]
 
 
 def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],

@@ -1,0 +1,107 @@
+"""How far a solve's schedule is from the best its decision space holds, on generated
+suite problems (``fusion_generate.py``): every connected op set up to the budget is
+scored with every retention option (``variants.retention_options``), as a solve never
+can in its time, and the shortest path over them (``solver/fusion/sequence.py``) gives the
+best schedule of those variants (greedy's own subgraphs among them, so never worse than
+greedy). A suite gap (schedule against cover bound) that this path closes is the search's;
+one it does not is at least partly the bound's.
+
+    .venv/bin/python benchmarks/path_oracle.py [--only gen-forkjoin-04 ...]
+        [--modes per_native_k per_op] [--budget 30000] [--deadline 600]
+
+Prints one JSON line per (problem, mode): op sets and variants scored, whether every op
+set of the graph was, seconds, and the path's total as the evaluator recomputes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.fusion_generate import suite  # noqa: E402
+from benchmarks.suite_args import add_problem_arguments, chosen  # noqa: E402
+from models.fusion import parse_problem  # noqa: E402
+from solver.deadline import now  # noqa: E402
+from solver.fusion.bound.roles import never_together  # noqa: E402
+from solver.fusion.candidates import connected_op_sets  # noqa: E402
+from solver.fusion.cpsat import _whole_graph, as_planned, as_variants, total  # noqa: E402
+from solver.fusion.evaluate import evaluate  # noqa: E402
+from solver.fusion.greedy import greedy  # noqa: E402
+from solver.fusion.problem import Rules  # noqa: E402
+from solver.fusion.schedule import to_solution  # noqa: E402
+from solver.fusion.score import ScoringContext  # noqa: E402
+from solver.fusion.sequence import shortest_sequence  # noqa: E402
+from solver.fusion.variants import Variant, make_variant, retention_options  # noqa: E402
+
+MOST_STATES = 2_000_000
+"""States the path may reach here (the solver's own limit is ten times lower)."""
+
+
+def scored(ctx: ScoringContext, sets: list[tuple[int, ...]], deadline: float
+           ) -> tuple[list[Variant], int]:
+    """Every variant of ``sets``, smallest first, until ``deadline``: each op set with
+    nothing retained, then, if that fits, each retention option. Also how many op sets."""
+    out: list[Variant] = []
+    for done, ops in enumerate(sets):
+        if now() > deadline:
+            return out, done
+        plain = make_variant(ctx, ops, frozenset(), frozenset())
+        if plain is None:
+            continue  # retention only adds to the working set
+        out.append(plain)
+        out += [v for r_in, r_out in retention_options(ctx, ops) if r_in or r_out
+                if (v := make_variant(ctx, ops, r_in, r_out)) is not None]
+    return out, len(sets)
+
+
+def measure(name: str, raw: dict, mode: str, budget: int, seconds: float) -> dict:
+    started = time.perf_counter()
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode), every_tile=True)
+    n = ctx.problem.num_ops
+    enumeration = connected_op_sets(ctx.graph, range(n), budget, never_together(ctx))
+    # in a topological order, as the solver lists a subgraph's ops
+    rank = {q: i for i, q in enumerate(ctx.graph.topological_order)}
+    sets = [tuple(sorted(ops, key=rank.__getitem__)) for ops in enumeration.sets]
+    variants, done = scored(ctx, sets, now() + seconds)
+    variants += as_variants(ctx, greedy(ctx))
+    path = shortest_sequence(ctx, _whole_graph(ctx), variants, float("inf"), MOST_STATES)
+    row = {"benchmark": name, "mode": mode, "ops": n, "op_sets": len(sets), "scored": done,
+           "variants": len(variants), "complete": enumeration.complete and done == len(sets),
+           "path": None}
+    if path is not None:
+        verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(path)), ctx.rules)
+        if not verdict.valid:
+            raise AssertionError(f"{name} {mode}: the path is invalid: {verdict.error}")
+        row["path"] = float(verdict.total)
+        assert verdict.total == total(path)
+        row["subgraphs"] = len(path)
+        row["largest"] = max(len(v.ops) for v in path)
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_problem_arguments(parser, "gen-forkjoin-04")
+    parser.add_argument("--budget", type=int, default=30000,
+                        help="connected op sets enumerated at most (whole sizes; default 30000)")
+    parser.add_argument("--deadline", type=float, default=600.0,
+                        help="seconds of scoring per problem and mode (default 600)")
+    args = parser.parse_args(argv)
+    if args.budget < 1 or args.deadline <= 0:
+        parser.error("--budget and --deadline must be positive")
+    problems = chosen(parser, args.only, dict(suite()))
+    for name in problems:
+        for mode in args.modes:
+            print(json.dumps(measure(name, problems[name], mode, args.budget, args.deadline)),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
