@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -135,3 +136,12 @@ def test_cp_sat_starts_from_the_path_when_it_beats_the_hint(monkeypatch):
                                                   time.monotonic() + 10, 0, 1)
     assert [v.ops for v in found] == [(0, 1, 2)] and not optimal
     assert [variants[i].ops for i in hints[0]] == [(0, 1, 2)]
+
+
+def test_a_resident_set_no_variant_reads_leaves_no_path_and_no_error():
+    """A window that starts with a tensor resident which none of its variants expects finds
+    no path (every subgraph must find exactly what the one before kept), and says so."""
+    ctx = _pointwise([[0], [1], [2]])
+    variants = [v for v in all_variants(ctx) if not v.retained_in]
+    window = replace(_whole_graph(ctx), resident=frozenset({1}))
+    assert shortest_sequence(ctx, window, variants, time.monotonic() + 10) is None
