@@ -34,8 +34,8 @@ from solver.fusion.cpsat_model import Window, objective_scale
 from solver.fusion.variants import Variant
 
 MOST_STATES = 20_000
-"""States reached at most before the search gives up (about 400 bytes each; 0.7 s at
-33 microseconds a state, as on benchmark 13)."""
+"""States reached at most before the search gives up (about 400 bytes each; reached in
+0.5-0.6 s relinking greedy's schedules of benchmarks 13 and 17)."""
 CHECK_EVERY = 256
 """States expanded between two checks of the deadline."""
 STATE_S, LOOKUP_S = 2.5e-5, 8e-8
