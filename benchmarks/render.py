@@ -489,6 +489,7 @@ TABLES = {
     "fusion-suite-levels": Table("fusion-suite-levels.json", fusion_suite_tables),
     "fusion-suite-path-before": Table("fusion-suite-path-before.json", fusion_suite_tables),
     "fusion-suite-path": Table("fusion-suite-path.json", fusion_suite_tables),
+    "fusion-suite-path-all": Table("fusion-suite-path-all.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
