@@ -132,7 +132,7 @@ def test_cp_sat_starts_from_the_path_when_it_beats_the_hint(monkeypatch):
         return None
 
     monkeypatch.setattr(cpsat_module, "_solve_model", model)
-    found, optimal = cpsat_module._solve_variants(ctx, _whole_graph(ctx), variants, [0, 1, 2],
+    found, optimal = cpsat_module._solve_variants(ctx, _whole_graph(ctx), variants, incumbent,
                                                   time.monotonic() + 10, 0, 1)
     assert [v.ops for v in found] == [(0, 1, 2)] and not optimal
     assert [variants[i].ops for i in hints[0]] == [(0, 1, 2)]
@@ -145,3 +145,15 @@ def test_a_resident_set_no_variant_reads_leaves_no_path_and_no_error():
     variants = [v for v in all_variants(ctx) if not v.retained_in]
     window = replace(_whole_graph(ctx), resident=frozenset({1}))
     assert shortest_sequence(ctx, window, variants, time.monotonic() + 10) is None
+
+
+def test_a_hint_that_runs_a_variant_twice_takes_its_next_copy():
+    """A schedule running one variant twice (recomputation that hands a kept tensor to each
+    consumer) is hinted at two different positions of the model's list, the variant and its
+    copy (``_repeats`` appends the same object), not twice at the first."""
+    ctx = _pointwise([[0], [1], [1]])
+    keep, use_1, use_2 = (make_variant(ctx, (0,), frozenset(), frozenset({1})),
+                          make_variant(ctx, (1,), frozenset({1}), frozenset()),
+                          make_variant(ctx, (2,), frozenset({1}), frozenset()))
+    variants = [keep, use_1, use_2, keep]
+    assert cpsat_module._indices(variants, [keep, use_1, keep, use_2]) == [0, 1, 3, 2]

@@ -344,24 +344,20 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     for v in variants:
         links.add(v.retained_in, v.retained_out, _copies(ctx, v.ops, v.retained_out))
     best: list[Variant] | None = None
-    hinted = list(range(len(incumbent)))
+    hint: Sequence[Variant] = incumbent
     dropped = 0
     while True:
         dropped += _score_waiting(ctx, waiting, variants, given, fits, links,
                                   now() + 0.6 * max(0.0, deadline - now()))
         scored_all = not waiting and not dropped
-        found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hinted,
+        found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hint,
                                 deadline, seed, workers)
         if found is None or (best is not None and total(found[0]) > total(best)):
             return best, False  # a round cut short: the last one's answer stands
         best, optimal = found
         if not (rescore and optimal and waiting) or deadline - now() < 2 * LEAST_SOLVE_S:
             return best, optimal and scored_all
-        # its answer is made of variants scored so far: each one's index in ``variants``
-        index = {id(v): i for i, v in enumerate(variants)}
-        hinted = [index[id(v)] for v in best if id(v) in index]
-        if len(hinted) < len(best):
-            hinted = list(range(len(incumbent)))  # a repeat of a variant: hint the incumbent
+        hint = best  # made of variants scored so far, each with at least its copies again
 
 
 Key = tuple[tuple[int, ...], frozenset[int], frozenset[int]]
@@ -404,34 +400,37 @@ def _score_waiting(ctx: ScoringContext, waiting: list[Key], variants: list[Varia
 
 
 def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant],
-                    hinted: Sequence[int], deadline: float, seed: int, workers: int
+                    hint: Sequence[Variant], deadline: float, seed: int, workers: int
                     ) -> tuple[list[Variant], bool] | None:
     """The best schedule of ``variants`` in the window, and whether it is proven optimal;
     None if none was found. The shortest path through the window's states
     (``sequence.shortest_sequence``, at most ``PATH_SHARE`` of the time) comes first; CP-SAT
-    then starts from it (or from the variants at ``hinted``, in order, if it found nothing
+    then starts from it (or from ``hint``, a schedule of ``variants``, if it found nothing
     better) and proves what it can in the rest."""
     path = shortest_sequence(ctx, window, variants,
                              now() + PATH_SHARE * max(0.0, deadline - now()))
-    if path is not None:
-        given = [variants[i] for i in hinted]
-        if window.holds(given) and total(path) >= total(given):
-            path = None  # no better than the hint, which CP-SAT starts from anyway
-        else:
-            hinted = _indices(variants, path)
-    found = _solve_model(window, variants, hinted, ctx.unit, deadline, seed, workers)
+    if path is not None and window.holds(hint) and total(path) >= total(hint):
+        path = None  # no better than the hint, which CP-SAT starts from anyway
+    found = _solve_model(window, variants, _indices(variants, hint if path is None else path),
+                         ctx.unit, deadline, seed, workers)
     if path is not None and (found is None or total(path) < total(found[0])):
         return path, False  # the model's time ran out, or the path has more subgraphs than
         # it has positions (a window whose ops other subgraphs also run)
     return found
 
 
-def _indices(variants: Sequence[Variant], path: Sequence[Variant]) -> list[int]:
-    """Where each variant of ``path`` stands in ``variants`` (a path runs none twice)."""
-    at: dict[int, int] = {}
+def _indices(variants: Sequence[Variant], schedule: Sequence[Variant]) -> list[int]:
+    """Where each variant of ``schedule`` stands in ``variants``, a variant run again at its
+    next copy (``_repeats`` copies are the same object), for the model's hint."""
+    at: dict[int, list[int]] = {}
     for i, v in enumerate(variants):
-        at.setdefault(id(v), i)
-    return [at[id(v)] for v in path]
+        at.setdefault(id(v), []).append(i)
+    runs: dict[int, int] = {}
+    out = []
+    for v in schedule:
+        k = runs[id(v)] = runs.get(id(v), -1) + 1
+        out.append(at[id(v)][k])
+    return out
 
 
 def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
