@@ -7,10 +7,13 @@ greedy). A suite gap (schedule against cover bound) that this path closes is the
 one it does not is at least partly the bound's.
 
     .venv/bin/python benchmarks/path_oracle.py [--only gen-forkjoin-04 ...]
-        [--modes per_native_k per_op] [--budget 30000] [--deadline 600]
+        [--modes per_native_k per_op] [--budget 30000] [--deadline 600] [--guided]
 
 Prints one JSON line per (problem, mode): op sets and variants scored, whether every op
-set of the graph was, seconds, and the path's total as the evaluator recomputes it.
+set of the graph was, seconds, and the path's total as the evaluator recomputes it. With
+``--guided``, each op set's plain variant is scored, then only the retention variants a
+shortest path over their estimates takes (``solver/fusion/guided.py``, as the solver
+orders them): ``retention_scored`` of ``retention_keys``, and the path over those.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from solver.fusion.candidates import connected_op_sets  # noqa: E402
 from solver.fusion.cpsat import _whole_graph, as_planned, as_variants, total  # noqa: E402
 from solver.fusion.evaluate import evaluate  # noqa: E402
 from solver.fusion.greedy import greedy  # noqa: E402
+from solver.fusion.guided import Key, score_along_paths  # noqa: E402
 from solver.fusion.problem import Rules  # noqa: E402
 from solver.fusion.schedule import to_solution  # noqa: E402
 from solver.fusion.score import ScoringContext  # noqa: E402
@@ -43,10 +47,11 @@ MOST_STATES = 2_000_000
 """States the path may reach here (the solver's own limit is ten times lower)."""
 
 
-def scored(ctx: ScoringContext, sets: list[tuple[int, ...]], deadline: float
-           ) -> tuple[list[Variant], int]:
+def scored(ctx: ScoringContext, sets: list[tuple[int, ...]], deadline: float,
+           plain_only: bool = False) -> tuple[list[Variant], int]:
     """Every variant of ``sets``, smallest first, until ``deadline``: each op set with
-    nothing retained, then, if that fits, each retention option. Also how many op sets."""
+    nothing retained, then, if that fits and not ``plain_only``, each retention option.
+    Also how many op sets."""
     out: list[Variant] = []
     for done, ops in enumerate(sets):
         if now() > deadline:
@@ -55,12 +60,31 @@ def scored(ctx: ScoringContext, sets: list[tuple[int, ...]], deadline: float
         if plain is None:
             continue  # retention only adds to the working set
         out.append(plain)
-        out += [v for r_in, r_out in retention_options(ctx, ops) if r_in or r_out
-                if (v := make_variant(ctx, ops, r_in, r_out)) is not None]
+        if not plain_only:
+            out += [v for r_in, r_out in retention_options(ctx, ops) if r_in or r_out
+                    if (v := make_variant(ctx, ops, r_in, r_out)) is not None]
     return out, len(sets)
 
 
-def measure(name: str, raw: dict, mode: str, budget: int, seconds: float) -> dict:
+def guided(ctx: ScoringContext, variants: list[Variant], deadline: float) -> tuple[int, int]:
+    """Score into ``variants`` (plain ones) the retention variants of their op sets that a
+    shortest path over estimates takes, until it takes none; how many were scored, of how
+    many."""
+    keys = [(v.ops, r_in, r_out) for v in variants if not v.retained_in and not v.retained_out
+            for r_in, r_out in retention_options(ctx, v.ops) if r_in or r_out]
+
+    def score(key: Key) -> None:
+        found = make_variant(ctx, *key)
+        if found is not None:
+            variants.append(found)
+
+    picked = score_along_paths(ctx, _whole_graph(ctx), variants, keys,
+                               {v.ops for v in variants}, score, deadline)
+    return len(picked), len(keys)
+
+
+def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
+            guide: bool = False) -> dict:
     started = time.perf_counter()
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode), every_tile=True)
     n = ctx.problem.num_ops
@@ -68,12 +92,16 @@ def measure(name: str, raw: dict, mode: str, budget: int, seconds: float) -> dic
     # in a topological order, as the solver lists a subgraph's ops
     rank = {q: i for i, q in enumerate(ctx.graph.topological_order)}
     sets = [tuple(sorted(ops, key=rank.__getitem__)) for ops in enumeration.sets]
-    variants, done = scored(ctx, sets, now() + seconds)
+    ends = now() + seconds
+    variants, done = scored(ctx, sets, ends, plain_only=guide)
     variants += as_variants(ctx, greedy(ctx))
+    extra = {}
+    if guide:
+        extra["retention_scored"], extra["retention_keys"] = guided(ctx, variants, ends)
     path = shortest_sequence(ctx, _whole_graph(ctx), variants, float("inf"), MOST_STATES)
     row = {"benchmark": name, "mode": mode, "ops": n, "op_sets": len(sets), "scored": done,
            "variants": len(variants), "complete": enumeration.complete and done == len(sets),
-           "path": None}
+           **extra, "path": None}
     if path is not None:
         verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(path)), ctx.rules)
         if not verdict.valid:
@@ -93,13 +121,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="connected op sets enumerated at most (whole sizes; default 30000)")
     parser.add_argument("--deadline", type=float, default=600.0,
                         help="seconds of scoring per problem and mode (default 600)")
+    parser.add_argument("--guided", action="store_true",
+                        help="score only the retention variants a path over estimates takes")
     args = parser.parse_args(argv)
     if args.budget < 1 or args.deadline <= 0:
         parser.error("--budget and --deadline must be positive")
     problems = chosen(parser, args.only, dict(suite()))
     for name in problems:
         for mode in args.modes:
-            print(json.dumps(measure(name, problems[name], mode, args.budget, args.deadline)),
+            print(json.dumps(measure(name, problems[name], mode, args.budget, args.deadline,
+                                     args.guided)),
                   flush=True)
 
 

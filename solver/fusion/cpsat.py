@@ -54,6 +54,7 @@ from solver.fusion.cpsat_model import (
     objective_scale,
 )
 from solver.fusion.greedy import greedy
+from solver.fusion.guided import Key, score_along_paths
 from solver.fusion.pool import pool
 from solver.fusion.problem import lower_bounds
 from solver.fusion.retile import retile
@@ -90,6 +91,8 @@ RETILE_SHARE = 0.05
 """Share of the search's time for taking greedy's subgraphs to the fastest of every
 integer granularity (``retile``), and again for the final schedule's: a schedule's own
 subgraphs are few, and most take milliseconds (a 36-op transformer's 28: 0.06 s)."""
+SCORING_SHARE = 0.6
+"""Share of a model's time spent scoring its variants (the model gets the rest)."""
 PATH_SHARE = 0.3
 """Most share of a model's time the shortest path through its variants may take before
 CP-SAT starts (``sequence.shortest_sequence``)."""
@@ -317,14 +320,15 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
                   incumbent: Sequence[Variant], deadline: float, seed: int,
                   workers: int, rescore: bool = False) -> tuple[list[Variant] | None, bool]:
     """The best schedule of the window's variants, and whether it is proven optimal over
-    all of them. Scoring stops at 60% of the time left (the model gets the rest); every op
-    set is scored with nothing retained before any retention variant is, and retention
-    variants only of op sets that fit without retention. With ``rescore``, a model solved
-    to optimality with op sets left unscored goes back to scoring them, with 60% of the
-    time left, and is solved again from its answer (the whole-graph model: benchmark 5's
-    solves in 0.3 s of the 40% kept for it; windows of a larger graph are better left for
-    the next window, and the time after the search, with one worker, is the lower
-    bound's). Nothing is tried with less than ``LEAST_SOLVE_S`` left."""
+    all of them. Scoring stops at ``SCORING_SHARE`` of the time left (the model gets the
+    rest): every op set with nothing retained first, then the retention variants a shortest
+    path over estimates takes (``guided.py``), then the rest; retention variants only of op
+    sets that fit without retention. With ``rescore``, a model solved to optimality with op
+    sets left unscored goes back to scoring them, with ``SCORING_SHARE`` of the time left,
+    and is solved again from its answer (the whole-graph model: benchmark 5's solves in
+    0.3 s of the 40% kept for it; windows of a larger graph are better left for the next
+    window, and the time after the search, with one worker, is the lower bound's). Nothing
+    is tried with less than ``LEAST_SOLVE_S`` left."""
     if deadline - now() < LEAST_SOLVE_S:
         return None, False
     variants = list(incumbent)
@@ -347,8 +351,12 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     hint: Sequence[Variant] = incumbent
     dropped = 0
     while True:
-        dropped += _score_waiting(ctx, waiting, variants, given, fits, links,
-                                  now() + 0.6 * max(0.0, deadline - now()))
+        scoring_ends = now() + SCORING_SHARE * max(0.0, deadline - now())
+        dropped += _score_waiting(ctx, waiting, variants, given, fits, links, scoring_ends,
+                                  plain_only=True)
+        dropped += _score_guided(ctx, window, waiting, variants, given, fits, links,
+                                 scoring_ends)
+        dropped += _score_waiting(ctx, waiting, variants, given, fits, links, scoring_ends)
         scored_all = not waiting and not dropped
         found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hint,
                                 deadline, seed, workers)
@@ -360,42 +368,69 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         hint = best  # made of variants scored so far, each with at least its copies again
 
 
-Key = tuple[tuple[int, ...], frozenset[int], frozenset[int]]
-"""A variant to score: its op set, what it finds resident and what it keeps."""
-
-
 def _score_waiting(ctx: ScoringContext, waiting: list[Key], variants: list[Variant],
                    given: dict[Key, Fraction], fits: set[tuple[int, ...]], links: LinkCount,
-                   scoring_ends: float) -> int:
+                   scoring_ends: float, plain_only: bool = False) -> int:
     """Score the waiting (op set, retained in, retained out) keys, last first, into
-    ``variants`` until ``scoring_ends`` (a key whose search it stops stays waiting); the
-    number of keys dropped because the model could not take their links."""
+    ``variants`` until ``scoring_ends`` (a key whose search it stops stays waiting), with
+    ``plain_only`` only up to the first that retains; the number of keys dropped because
+    the model could not take their links."""
     dropped = 0
     ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
     try:
         while waiting and now() <= scoring_ends:
             key = waiting[-1]
-            retains = bool(key[1] or key[2])
-            if retains and key[0] not in fits:
-                waiting.pop()
-                continue  # retention only adds to the working set: no fit without, none with
-            copies = _copies(ctx, key[0], key[2])
-            if key not in given and not links.admits(key[1], key[2], copies):
-                waiting.pop()
-                dropped += 1  # a model too large to build in time finds nothing
-                continue
-            found = make_variant(ctx, *key)
+            if plain_only and (key[1] or key[2]):
+                break
+            dropped += _score_key(ctx, key, variants, given, fits, links)
             waiting.pop()
-            if found is not None:
-                if given.get(key) != found.latency:
-                    variants.append(found)
-                    links.add(key[1], key[2], copies)
-                if not retains:
-                    fits.add(key[0])
     except ScoringTimeout:
         pass
     finally:
         ctx.deadline = None
+    return dropped
+
+
+def _score_key(ctx: ScoringContext, key: Key, variants: list[Variant],
+               given: dict[Key, Fraction], fits: set[tuple[int, ...]], links: LinkCount
+               ) -> bool:
+    """Score one key into ``variants`` (unless it cannot fit or its latency is the
+    incumbent's, already there); True when it is dropped because the model could not take
+    its links. Raises ``ScoringTimeout`` past ``ctx.deadline``, the key unscored."""
+    retains = bool(key[1] or key[2])
+    if retains and key[0] not in fits:
+        return False  # retention only adds to the working set: no fit without, none with
+    copies = _copies(ctx, key[0], key[2])
+    if key not in given and not links.admits(key[1], key[2], copies):
+        return True  # a model too large to build in time finds nothing
+    found = make_variant(ctx, *key)
+    if found is not None:
+        if given.get(key) != found.latency:
+            variants.append(found)
+            links.add(key[1], key[2], copies)
+        if not retains:
+            fits.add(key[0])
+    return False
+
+
+def _score_guided(ctx: ScoringContext, window: Window, waiting: list[Key],
+                  variants: list[Variant], given: dict[Key, Fraction],
+                  fits: set[tuple[int, ...]], links: LinkCount, scoring_ends: float) -> int:
+    """``guided.score_along_paths`` over the waiting retention keys, those it scores taken
+    out of ``waiting``; the number dropped as in ``_score_waiting``."""
+    dropped = 0
+
+    def score(key: Key) -> None:
+        nonlocal dropped
+        dropped += _score_key(ctx, key, variants, given, fits, links)
+
+    ctx.deadline = scoring_ends
+    try:
+        done = score_along_paths(ctx, window, variants, waiting, fits, score, scoring_ends)
+    finally:
+        ctx.deadline = None
+    if done:
+        waiting[:] = [key for key in waiting if key not in done]
     return dropped
 
 
