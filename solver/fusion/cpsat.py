@@ -93,6 +93,11 @@ integer granularity (``retile``), and again for the final schedule's: a schedule
 subgraphs are few, and most take milliseconds (a 36-op transformer's 28: 0.06 s)."""
 SCORING_SHARE = 0.6
 """Share of a model's time spent scoring its variants (the model gets the rest)."""
+GUIDED_SHARE = 0.5
+"""Most share of the scoring time the plain variants leave that goes to the retention
+variants a shortest path over estimates picks (``guided.py``); the rest scores the others
+in order. With all of it, the 26 windows of a 10-s solve of the 124-op
+``gen-attention-09`` ``per_native_k`` spent 1.9 s of the search's 8 s there."""
 PATH_SHARE = 0.3
 """Most share of a model's time the shortest path through its variants may take before
 CP-SAT starts (``sequence.shortest_sequence``)."""
@@ -322,10 +327,11 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     """The best schedule of the window's variants, and whether it is proven optimal over
     all of them. Scoring stops at ``SCORING_SHARE`` of the time left (the model gets the
     rest): every op set with nothing retained first, then the retention variants a shortest
-    path over estimates takes (``guided.py``), then the rest; retention variants only of op
-    sets that fit without retention. With ``rescore``, a model solved to optimality with op
-    sets left unscored goes back to scoring them, with ``SCORING_SHARE`` of the time left,
-    and is solved again from its answer (the whole-graph model: benchmark 5's solves in
+    path over estimates takes (``guided.py``, in at most ``GUIDED_SHARE`` of what is left),
+    then the rest; retention variants only of op sets that fit without retention. With
+    ``rescore``, a model solved to optimality with op sets left unscored goes back to
+    scoring them, with ``SCORING_SHARE`` of the time left, and is solved again from its
+    answer (the whole-graph model: benchmark 5's solves in
     0.3 s of the 40% kept for it; windows of a larger graph are better left for the next
     window, and the time after the search, with one worker, is the lower bound's). Nothing
     is tried with less than ``LEAST_SOLVE_S`` left."""
@@ -355,7 +361,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         dropped += _score_waiting(ctx, waiting, variants, given, fits, links, scoring_ends,
                                   plain_only=True)
         dropped += _score_guided(ctx, window, waiting, variants, given, fits, links,
-                                 scoring_ends)
+                                 now() + GUIDED_SHARE * max(0.0, scoring_ends - now()))
         dropped += _score_waiting(ctx, waiting, variants, given, fits, links, scoring_ends)
         scored_all = not waiting and not dropped
         found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hint,
@@ -415,18 +421,18 @@ def _score_key(ctx: ScoringContext, key: Key, variants: list[Variant],
 
 def _score_guided(ctx: ScoringContext, window: Window, waiting: list[Key],
                   variants: list[Variant], given: dict[Key, Fraction],
-                  fits: set[tuple[int, ...]], links: LinkCount, scoring_ends: float) -> int:
-    """``guided.score_along_paths`` over the waiting retention keys, those it scores taken
-    out of ``waiting``; the number dropped as in ``_score_waiting``."""
+                  fits: set[tuple[int, ...]], links: LinkCount, ends: float) -> int:
+    """``guided.score_along_paths`` over the waiting retention keys until ``ends``, those
+    it scores taken out of ``waiting``; the number dropped as in ``_score_waiting``."""
     dropped = 0
 
     def score(key: Key) -> None:
         nonlocal dropped
         dropped += _score_key(ctx, key, variants, given, fits, links)
 
-    ctx.deadline = scoring_ends
+    ctx.deadline = ends
     try:
-        done = score_along_paths(ctx, window, variants, waiting, fits, score, scoring_ends)
+        done = score_along_paths(ctx, window, variants, waiting, fits, score, ends)
     finally:
         ctx.deadline = None
     if done:
