@@ -4,6 +4,7 @@ always valid, and within its time limit."""
 from __future__ import annotations
 
 import json
+import random
 import time
 from fractions import Fraction
 from unittest.mock import patch
@@ -20,6 +21,7 @@ from solver.fusion.cpsat import (
     WHOLE_GRAPH_BUDGET,
     WINDOW_BUDGET,
     _linkable,
+    _pick_window,
     _score_waiting,
     _solve_window,
     _whole_graph,
@@ -279,6 +281,22 @@ def test_a_window_skips_retention_it_cannot_link():
                      resident=frozenset({1}), handoff=frozenset({3}))
     assert _linkable(ctx, bounded, universe, (1,), frozenset({1}), frozenset())
     assert _linkable(ctx, bounded, universe, (2,), frozenset(), frozenset({3}))
+
+
+@given(sizes=st.lists(st.integers(1, 6), min_size=2, max_size=30),
+       size=st.integers(1, 30), seed=st.integers(0, 2**16))
+def test_a_window_holds_its_size_wherever_it_starts(sizes, size, seed):
+    """A window starting near the schedule's end grows backwards: it holds at least
+    ``size`` ops (or the whole schedule) and at least two subgraphs, and one subgraph less
+    at one end or the other holds fewer than ``size``."""
+    schedule = [Variant(tuple(range(n)), frozenset(), frozenset(), frozenset(), frozenset(),
+                        Fraction(1), None) for n in sizes]
+    a, b = _pick_window(schedule, size, random.Random(seed))
+    ops = sum(sizes[a:b])
+    assert 0 <= a < b <= len(sizes) and b - a >= 2
+    assert ops >= min(size, sum(sizes))
+    shorter = [sum(sizes[a + 1:b]), sum(sizes[a:b - 1])]  # one subgraph less at either end
+    assert b - a == 2 or min(shorter) < size
 
 
 def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13():
