@@ -9,6 +9,8 @@ which is exact and much faster than ``Fraction``, and converts once at the end.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from math import lcm
 from typing import Any
@@ -62,6 +64,16 @@ class ScoringContext:
         self.deadline: float | None = None
         """A ``deadline.now()`` value after which a config search stops (``best_config``
         raises ``ScoringTimeout``): set by a solver while it scores under a time limit."""
+
+    @contextmanager
+    def searching_until(self, deadline: float) -> Iterator[None]:
+        """Config searches inside stop at ``deadline`` (raising ``ScoringTimeout``), one op
+        set's search being long enough to overrun a scoring share on its own."""
+        self.deadline = deadline
+        try:
+            yield
+        finally:
+            self.deadline = None
 
     def shape(self, ops: tuple[int, ...]) -> SubgraphShape:
         return self.graph.shape(ops)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -62,7 +63,7 @@ from solver.fusion.schedule import Planned, offer
 from solver.fusion.score import ScoringContext, ScoringTimeout
 from solver.fusion.sequence import shortest_sequence
 from solver.fusion.spread import spread
-from solver.fusion.variants import Variant, make_variant, retention_options
+from solver.fusion.variants import Variant, make_variant, retention_options, variant
 
 WHOLE_GRAPH_BUDGET = 3000
 """Op sets enumerated for a whole-graph model; beyond it the search works in windows."""
@@ -123,11 +124,8 @@ def as_variants(ctx: ScoringContext, planned: Sequence[Planned]) -> list[Variant
     out: list[Variant] = []
     resident: frozenset[int] = frozenset()
     for item in planned:
-        shape = ctx.shape(item.ops)
-        out.append(Variant(item.ops, resident, item.retained,
-                           reads_from_slow=frozenset(shape.inputs) - resident,
-                           writes=frozenset(shape.outputs) - item.retained,
-                           latency=item.config.latency, config=item.config))
+        out.append(variant(ctx, item.ops, resident, item.retained, item.config.latency,
+                           item.config))
         resident = item.retained
     return out
 
@@ -385,18 +383,13 @@ def _score_waiting(ctx: ScoringContext, waiting: list[Key], variants: list[Varia
     ``plain_only`` only up to the first that retains; the number of keys dropped because
     the model could not take their links."""
     dropped = 0
-    ctx.deadline = scoring_ends  # one op set's search can be long: stop inside it too
-    try:
+    with ctx.searching_until(scoring_ends), suppress(ScoringTimeout):
         while waiting and now() <= scoring_ends:
             key = waiting[-1]
             if plain_only and (key[1] or key[2]):
                 break
             dropped += _score_key(ctx, key, variants, given, fits, links)
             waiting.pop()
-    except ScoringTimeout:
-        pass
-    finally:
-        ctx.deadline = None
     return dropped
 
 
@@ -433,11 +426,8 @@ def _score_guided(ctx: ScoringContext, window: Window, waiting: list[Key],
         nonlocal dropped
         dropped += _score_key(ctx, key, variants, given, fits, links)
 
-    ctx.deadline = ends
-    try:
+    with ctx.searching_until(ends):
         done = score_along_paths(ctx, window, variants, waiting, fits, score, ends)
-    finally:
-        ctx.deadline = None
     if done:
         waiting[:] = [key for key in waiting if key not in done]
     return dropped

@@ -27,7 +27,7 @@ from solver.fusion.cpsat_model import Window
 from solver.fusion.floors import least_compute
 from solver.fusion.score import score_subgraph
 from solver.fusion.sequence import shortest_sequence
-from solver.fusion.variants import Variant
+from solver.fusion.variants import Variant, variant
 
 CHECK_EVERY = 256
 """Placeholders made between two checks of the deadline."""
@@ -68,16 +68,8 @@ def placeholder(ctx: ScoringContext, plain: Variant, retained_in: frozenset[int]
     problem: windows overlap, and the 26 windows of a 10-s solve of the 124-op
     ``gen-attention-09`` asked for 24,646 of them (0.85 s)."""
     return ctx.memo("placeholder", (plain.ops, plain.config, retained_in, retained_out),
-                    lambda: _placeholder(ctx, plain, retained_in, retained_out))
-
-
-def _placeholder(ctx: ScoringContext, plain: Variant, retained_in: frozenset[int],
-                 retained_out: frozenset[int]) -> Variant:
-    shape = ctx.shape(plain.ops)
-    return Variant(plain.ops, retained_in, retained_out,
-                   reads_from_slow=frozenset(shape.inputs) - retained_in,
-                   writes=frozenset(shape.outputs) - retained_out,
-                   latency=estimate(ctx, plain, retained_in, retained_out), config=None)
+                    lambda: variant(ctx, plain.ops, retained_in, retained_out,
+                                    estimate(ctx, plain, retained_in, retained_out), None))
 
 
 def score_along_paths(ctx: ScoringContext, window: Window, variants: Sequence[Variant],

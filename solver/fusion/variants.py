@@ -35,11 +35,19 @@ def make_variant(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozens
     config = best_config(ctx, ops, retained_in, retained_out)
     if config is None:
         return None
+    return variant(ctx, ops, retained_in, retained_out, config.latency, config)
+
+
+def variant(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozenset[int],
+            retained_out: frozenset[int], latency: Fraction, config: Config | None
+            ) -> Variant:
+    """The variant of ``ops`` at ``latency``: it reads from slow memory every input not
+    resident and writes every output it does not keep."""
     shape = ctx.shape(ops)
     return Variant(ops, retained_in, retained_out,
                    reads_from_slow=frozenset(shape.inputs) - retained_in,
                    writes=frozenset(shape.outputs) - retained_out,
-                   latency=config.latency, config=config)
+                   latency=latency, config=config)
 
 
 def retainable_outputs(ctx: ScoringContext, ops: tuple[int, ...]) -> list[int]:
