@@ -7,13 +7,17 @@ greedy). A suite gap (schedule against cover bound) that this path closes is the
 one it does not is at least partly the bound's.
 
     .venv/bin/python benchmarks/path_oracle.py [--only gen-forkjoin-04 ...]
-        [--modes per_native_k per_op] [--budget 30000] [--deadline 600] [--guided]
+        [--modes per_native_k per_op] [--budget 30000] [--deadline 600] [--guided] [--lazy]
 
 Prints one JSON line per (problem, mode): op sets and variants scored, whether every op
 set of the graph was, seconds, and the path's total as the evaluator recomputes it. With
 ``--guided``, each op set's plain variant is scored, then only the retention variants a
 shortest path over their estimates takes (``solver/fusion/guided.py``, as the solver
-orders them): ``retention_scored`` of ``retention_keys``, and the path over those.
+orders them): ``retention_scored`` of ``retention_keys``, and the path over those. With
+``--lazy``, what the solver's whole-graph path before its windows scores
+(``cpsat._levels``, ``guided.scored_lazily``): the op sets a shortest path over their
+floors takes (``scored`` counts those that fit), then the retention variants of those a
+path over estimates takes (``retention_found``); ``complete`` is then null.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from solver.fusion.candidates import connected_op_sets  # noqa: E402
 from solver.fusion.cpsat import _whole_graph, as_planned, as_variants, total  # noqa: E402
 from solver.fusion.evaluate import evaluate  # noqa: E402
 from solver.fusion.greedy import greedy  # noqa: E402
-from solver.fusion.guided import Key, score_along_paths  # noqa: E402
+from solver.fusion.guided import Key, score_along_paths, scored_lazily  # noqa: E402
 from solver.fusion.problem import Rules  # noqa: E402
 from solver.fusion.schedule import to_solution  # noqa: E402
 from solver.fusion.score import ScoringContext  # noqa: E402
@@ -84,7 +88,7 @@ def guided(ctx: ScoringContext, variants: list[Variant], deadline: float) -> tup
 
 
 def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
-            guide: bool = False) -> dict:
+            guide: bool = False, lazy: bool = False) -> dict:
     started = time.perf_counter()
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode), every_tile=True)
     n = ctx.problem.num_ops
@@ -93,14 +97,22 @@ def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
     rank = {q: i for i, q in enumerate(ctx.graph.topological_order)}
     sets = [tuple(sorted(ops, key=rank.__getitem__)) for ops in enumeration.sets]
     ends = now() + seconds
-    variants, done = scored(ctx, sets, ends, plain_only=guide)
-    variants += as_variants(ctx, greedy(ctx))
     extra = {}
+    if lazy:
+        start = as_variants(ctx, greedy(ctx))
+        variants = scored_lazily(ctx, _whole_graph(ctx), start, sets, ends)
+        retained = sum(bool(v.retained_in or v.retained_out) for v in variants[len(start):])
+        extra["retention_found"] = retained
+        done = len(variants) - len(start) - retained
+    else:
+        variants, done = scored(ctx, sets, ends, plain_only=guide)
+        variants += as_variants(ctx, greedy(ctx))
     if guide:
         extra["retention_scored"], extra["retention_keys"] = guided(ctx, variants, ends)
     path = shortest_sequence(ctx, _whole_graph(ctx), variants, float("inf"), MOST_STATES)
     row = {"benchmark": name, "mode": mode, "ops": n, "op_sets": len(sets), "scored": done,
-           "variants": len(variants), "complete": enumeration.complete and done == len(sets),
+           "variants": len(variants),
+           "complete": None if lazy else enumeration.complete and done == len(sets),
            **extra, "path": None}
     if path is not None:
         verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(path)), ctx.rules)
@@ -123,14 +135,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds of scoring per problem and mode (default 600)")
     parser.add_argument("--guided", action="store_true",
                         help="score only the retention variants a path over estimates takes")
+    parser.add_argument("--lazy", action="store_true",
+                        help="score only the op sets a path over their floors takes, then "
+                             "the retention variants of those a path over estimates takes")
     args = parser.parse_args(argv)
     if args.budget < 1 or args.deadline <= 0:
         parser.error("--budget and --deadline must be positive")
+    if args.lazy and args.guided:
+        parser.error("--lazy already scores retention variants by estimates: drop --guided")
     problems = chosen(parser, args.only, dict(suite()))
     for name in problems:
         for mode in args.modes:
             print(json.dumps(measure(name, problems[name], mode, args.budget, args.deadline,
-                                     args.guided)),
+                                     args.guided, args.lazy)),
                   flush=True)
 
 

@@ -496,6 +496,8 @@ TABLES = {
     "fusion-suite-windows-before": Table("fusion-suite-windows-before.json",
                                          fusion_suite_tables),
     "fusion-suite-windows": Table("fusion-suite-windows.json", fusion_suite_tables),
+    "fusion-suite-lazy-before": Table("fusion-suite-lazy-before.json", fusion_suite_tables),
+    "fusion-suite-lazy": Table("fusion-suite-lazy.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

@@ -55,6 +55,7 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("path_oracle.py", ["--deadline", "0"], "--budget and --deadline must be positive"),
     ("path_oracle.py", ["--budget", "0"], "--budget and --deadline must be positive"),
     ("path_oracle.py", ["--only", "gen-nosuch"], "--only: no suite problem named gen-nosuch"),
+    ("path_oracle.py", ["--lazy", "--guided"], "--lazy already scores retention variants"),
     ("proofs.py", ["--time-limit", "0"], "--time-limit must be positive"),
     ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
     ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
@@ -219,6 +220,18 @@ def test_the_path_oracle_scores_a_small_graph_completely_and_is_no_slower_than_g
     raw = dict(fusion_suite())["gen-forkjoin-00"]
     row = path_oracle.measure("gen-forkjoin-00", raw, "per_op", 30000, 60)
     assert row["complete"] and row["scored"] == row["op_sets"] > 0
+    ctx = ScoringContext(parse_fusion(raw), Rules(reduction_cost="per_op"))
+    assert row["path"] <= float(sum(item.config.latency for item in greedy(ctx)))
+
+
+def test_the_lazy_path_oracle_scores_a_few_op_sets_for_a_path_no_slower_than_greedy():
+    """``--lazy`` scores only the op sets a path over their floors takes (and retention
+    variants of those): on the suite's smallest fork-join fewer than all of them, and its
+    path (checked by the evaluator inside) is still at most greedy's total, whose
+    variants it starts from."""
+    raw = dict(fusion_suite())["gen-forkjoin-00"]
+    row = path_oracle.measure("gen-forkjoin-00", raw, "per_op", 30000, 60, lazy=True)
+    assert row["complete"] is None and 0 < row["scored"] < row["op_sets"]
     ctx = ScoringContext(parse_fusion(raw), Rules(reduction_cost="per_op"))
     assert row["path"] <= float(sum(item.config.latency for item in greedy(ctx)))
 

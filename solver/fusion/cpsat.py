@@ -6,12 +6,15 @@
    one model covers the whole graph: its optimum is optimal for the formulation (op sets up
    to the sizes enumerated, at most one retained tensor per side) when every variant was
    scored and the model's retention links stayed within ``LINK_BUDGET``.
-3. Otherwise a large-neighbourhood search frees windows of consecutive subgraphs of the
-   incumbent, enumerates the connected op sets of their ops, and re-solves each window
-   with the rest fixed (``cpsat_model.Window``); an improvement replaces the window, and
-   under the default reading each stretch of twins of what it replaced too (``spread``). Last,
-   the incumbent's own op sets are reordered and relinked by retention over the whole
-   graph, then a set partition of the whole graph over a pool of op sets around the
+3. Otherwise the shortest path over the whole graph through the incumbent's variants and
+   its smallest connected op sets, scored in the order paths pick them (``_levels``,
+   ``guided.py``), comes first. Then a large-neighbourhood search frees windows of
+   consecutive subgraphs of the incumbent, enumerates the connected op sets of their ops,
+   and re-solves each window with the rest fixed (``cpsat_model.Window``); an improvement
+   replaces the window, and under the default reading each stretch of twins of what it
+   replaced too (``spread``).
+   Last, the incumbent's own op sets are reordered and relinked by retention over the
+   whole graph, then a set partition of the whole graph over a pool of op sets around the
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
    reshapes) is solved, again around each new incumbent (``relink``). It stops early
    enough to leave the caller time for its bound.
@@ -55,7 +58,7 @@ from solver.fusion.cpsat_model import (
     objective_scale,
 )
 from solver.fusion.greedy import greedy
-from solver.fusion.guided import Key, score_along_paths
+from solver.fusion.guided import Key, score_along_paths, scored_lazily
 from solver.fusion.pool import pool
 from solver.fusion.problem import lower_bounds
 from solver.fusion.retile import retile
@@ -68,6 +71,15 @@ from solver.fusion.variants import Variant, make_variant, retention_options, var
 WHOLE_GRAPH_BUDGET = 3000
 """Op sets enumerated for a whole-graph model; beyond it the search works in windows."""
 WINDOW_BUDGET = 600
+LEVELS_BUDGET = 700
+"""Smallest connected op sets the whole-graph path before the windows runs over
+(``_levels``): every op set of up to six ops of the 19-op ``gen-forkjoin-04`` (622)."""
+LEVELS_SHARE = 0.15
+"""Share of the window search's time that path gets first."""
+LEVELS_LEAST_OPS = 5
+"""Fewest ops the largest of those op sets must hold for that path to run: on graphs of
+80 ops and more they hold three or four, which every window enumerates anyway, and the
+path took its whole share for nothing (the 160-op ``gen-forkjoin-10``: 0.94 s of 1.09)."""
 POOL_BUDGET = 600
 """Op sets in the pool of the whole-graph set partition that ends the search (``relink``)."""
 MAX_REPEATS = 3
@@ -202,6 +214,10 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         return SearchResult(incumbent, optimal, 1, improvements)
     final = min(deadline, windows_end or deadline)
     deadline = final - RELINK_SHARE * (final - now())
+    found = _levels(ctx, incumbent, apart, now() + LEVELS_SHARE * (deadline - now()))
+    if found is not None and total(found) < total(incumbent):
+        incumbent, improvements = found, improvements + 1
+        _improved(ctx, incumbent, floor)
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
     stale = 0
@@ -231,6 +247,28 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
+
+
+def _levels(ctx: ScoringContext, incumbent: Sequence[Variant],
+            apart: frozenset[frozenset[int]], ends: float) -> list[Variant] | None:
+    """The shortest path over the whole graph (``sequence.shortest_sequence``) through the
+    incumbent's variants and the ``LEVELS_BUDGET`` smallest connected op sets, scored
+    lazily (``guided.py``): the op sets a path over their floors takes, then the retention
+    variants of those a path over estimates takes; None if none is found by ``ends``,
+    when those op sets hold fewer than ``LEVELS_LEAST_OPS`` ops, and under the teamkorea
+    reading (the floors follow SEMANTICS.md). A window sees only its stretch of the
+    schedule and scores its op sets smallest first: the best schedule of
+    ``gen-forkjoin-04`` ``per_op`` runs a six-op set that hands a tensor on to a five-op
+    one, and the windows of a 10-s solve stayed at 15,262; this path gives 14,513.82 after
+    47 op sets and 8 retention variants scored (1.1 s), and the windows then 14,486.89."""
+    if ctx.semantics != "default":
+        return None
+    sets = connected_op_sets(ctx.graph, range(ctx.problem.num_ops), LEVELS_BUDGET, apart).sets
+    if max(map(len, sets), default=0) < LEVELS_LEAST_OPS:
+        return None
+    window = _whole_graph(ctx)
+    return shortest_sequence(ctx, window, scored_lazily(ctx, window, incumbent, sets, ends),
+                             ends)
 
 
 def _improved(ctx: ScoringContext, schedule: Sequence[Variant], floor: Fraction) -> None:

@@ -462,6 +462,16 @@ def least_compute(ctx: ScoringContext, q: int) -> int:
     return op_weight(ctx, q) * ctx.graph.least_area(q)
 
 
+def op_set_roofline(ctx: ScoringContext, shape: SubgraphShape) -> int:
+    """Latency (in ``ctx`` units) any config of the op set with nothing retained pays at
+    the least, in O(ops): each op's ``least_compute``, or one load of every boundary input
+    and one write of every output, whichever is more."""
+    compute = sum(least_compute(ctx, q) for q in shape.ops)
+    size = ctx.graph.size
+    traffic = sum(size(t) for t in shape.inputs) + sum(size(t) for t in shape.outputs)
+    return max(compute, traffic * ctx.per_element)
+
+
 def floor_shape(ctx: ScoringContext, shape: SubgraphShape, q: int) -> tuple[int, int, bool]:
     """(rows, columns, tiled) of an op's output: roots and Pointwise ops producing a
     subgraph output that feed no MatMul of the op set fire once on every tile, paying

@@ -42,8 +42,8 @@ from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 from solver.fusion.twins import signature
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
-           "best_config", "config_at", "legal_config_at", "remember_best", "score_subgraph",
-           "tile_order"]
+           "best_config", "config_at", "least_floor", "legal_config_at", "remember_best",
+           "score_subgraph", "tile_order"]
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
@@ -291,6 +291,49 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
                 tried.add(narrower)
                 wait(narrower, _tie_rank(narrower))
     return found if found is None or found.latency * ctx.unit <= limit else None
+
+
+def least_floor(ctx: ScoringContext, ops: tuple[int, ...]) -> Fraction | None:
+    """The least floor (max of compute and slow-memory traffic, as ``_search`` orders
+    them) of the candidates ``best_config`` may take for the op set with nothing retained,
+    None when it has none (memoized). A candidate counts when its first step may fit, or,
+    with ``ctx.every_tile``, that of a tile no wider on any axis than ``_narrowed`` goes
+    (a narrower tile pays at least the compute and the traffic of a wider one); every
+    candidate counts when none does (nothing fits then, which the search finds fast).
+    About a fifth of a search's cost; what lazy scoring raises an op set's
+    ``op_set_roofline`` to before scoring it (``guided.score_plain_along_paths``)."""
+    return ctx.memo("least floor", ops, lambda: _least_floor(ctx, ctx.shape(ops)))
+
+
+def _least_floor(ctx: ScoringContext, shape: SubgraphShape) -> Fraction | None:
+    templates = templates_of(ctx, shape.ops)
+    nothing: frozenset[int] = frozenset()
+    written = sum(ctx.graph.size(t) for t in shape.outputs)
+    computes: dict[Granularity, int] = ctx.memo("compute floors", shape.ops, dict)
+    loads: dict[Granularity, int] = ctx.memo("load floors", (shape.ops, nothing), dict)
+
+    def may_fit(gran: Granularity) -> bool:
+        w, h, k = gran
+        side = min(w, h) // 2 + 1  # w and h shrink together down to this, each alone less
+        narrowest = (side, side, k // 2 + 1) if ctx.every_tile else gran
+        return any(first_step_floor(ctx, templates, g, nothing, nothing) <= ctx.capacity
+                   for g in dict.fromkeys((gran, narrowest)))
+
+    best = least = math.inf
+    for tiles, _, gran in reversed(ctx.memo("candidates", shape.ops,
+                                            lambda: _candidates(ctx, shape))):
+        if tiles >= best:
+            break  # the tile-count floor only grows from here, and the floor is above it
+        if gran not in computes:
+            computes[gran] = op_set_compute(ctx, shape, templates, gran)
+        if gran not in loads:
+            loads[gran] = load_floor(ctx, templates, gran, nothing)
+        floor = max(computes[gran], (loads[gran] + written) * ctx.per_element)
+        least = min(least, floor)
+        if floor < best and may_fit(gran):
+            best = floor
+    found = best if best < math.inf else least
+    return None if found == math.inf else ctx.latency(found)
 
 
 def _narrowed(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity,
