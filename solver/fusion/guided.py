@@ -124,18 +124,19 @@ def score_plain_along_paths(ctx: ScoringContext, window: Window, variants: Seque
     ``floor_placeholder`` takes, raising each to its least floor the first time a path
     takes it and scoring it the next, until a path takes none, none is found, or
     ``ends``; the keys scored. Stops quietly as ``score_along_paths``."""
-    raised = {key[0] for key in waiting if ctx.has("least floor", key[0])}
+    def raised(ops: tuple[int, ...]) -> bool:  # its least floor is known (memoized)
+        return ctx.has("least floor", ops)
+
     guessed: dict[Key, Variant] = {}
     for key in waiting:
         if not key[1] and not key[2] and \
-                (guess := floor_placeholder(ctx, key[0], key[0] in raised)) is not None:
+                (guess := floor_placeholder(ctx, key[0], raised(key[0]))) is not None:
             guessed[key] = guess
             if len(guessed) % CHECK_EVERY == 0 and now() >= ends:
                 return set()
 
     def raise_or_score(key: Key) -> Variant | None:
-        if key[0] not in raised:
-            raised.add(key[0])
+        if not raised(key[0]):
             guess = floor_placeholder(ctx, key[0], True)
             if guess is not None and guess.latency > guessed[key].latency:
                 return guess
