@@ -35,6 +35,7 @@ from benchmarks.render import fusion_table  # noqa: E402
 from models.fusion import (  # noqa: E402
     FusionProblem,
     ReductionCost,
+    Semantics,
     parse_problem,
     parse_solution,
 )
@@ -95,14 +96,16 @@ def perturbed(problems: dict[str, FusionProblem]) -> dict[str, FusionProblem]:
 
 
 def measure(name: str, problem: FusionProblem, mode: ReductionCost, time_limit: float,
-            workers: int, solvers: tuple[str, ...] = SOLVERS) -> dict:
-    """One row: ``solvers`` (greedy and cpsat among them) on one (benchmark, mode), back to
-    back so that their ratio is measured under one machine load, each in a fresh process;
-    cpsat's status, gap and lower bounds with them."""
+            workers: int, solvers: tuple[str, ...] = SOLVERS,
+            semantics: Semantics = "default") -> dict:
+    """One row: ``solvers`` (greedy and cpsat among them) on one (benchmark, mode), under
+    one reading, back to back so that their ratio is measured under one machine load, each
+    in a fresh process; cpsat's status, gap and lower bounds with them."""
     row: dict = {"benchmark": name, "mode": mode, "ops": problem.num_ops}
     for solver in solvers:
         options = {"time_limit_s": time_limit, "workers": workers} if solver == "cpsat" else {}
-        r = isolated(solve, problem, solver, reduction_cost=mode, **options)
+        r = isolated(solve, problem, solver, reduction_cost=mode, semantics=semantics,
+                     **options)
         row[solver] = r.total_latency
         row[f"{solver}_s"] = r.wall_time_s
         if solver == "cpsat":

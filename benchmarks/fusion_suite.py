@@ -5,13 +5,15 @@ BENCHMARKS.md by ``render.py``).
 
     .venv/bin/python benchmarks/fusion_suite.py [--time-limit 10] [--workers 2] [--seed 0]
         [--count 66] [--only NAME-SUBSTRING ...] [--modes per_native_k per_op]
-        [--out benchmarks/results/fusion-suite.json]
+        [--semantics default|teamkorea] [--out benchmarks/results/fusion-suite.json]
 
 Each record is ``benchmarks/fusion.py``'s row for greedy and cpsat (each solve in a fresh
 process, the two back to back; every schedule checked by the evaluator inside ``solve``),
 with the problem's family, MatMul share and capacity factor. A solve that fails is
 recorded with its error and the run goes on. Gaps are to cpsat's lower bound:
-``(total - bound) / total``.
+``(total - bound) / total``. ``--semantics teamkorea`` solves under the TeamKorea reading
+(docs/fusion.md), in ``per_op``, the one mode it has; its bound is that reading's compute
+and I/O bound, far weaker than the default one.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from benchmarks.fusion_generate import (  # noqa: E402
 )
 from benchmarks.meta import meta  # noqa: E402
 from benchmarks.render import FUSION_MODES, NEAR_BOUND, fusion_suite_tables, geomean  # noqa: E402
-from models.fusion import ReductionCost, parse_problem  # noqa: E402
+from models.fusion import ReductionCost, Semantics, parse_problem  # noqa: E402
 
 SOLVERS = ("greedy", "cpsat")
 GAP_BINS = ((1e-9, "0"), (0.01, "<=1%"), (0.02, "<=2%"), (0.05, "<=5%"), (0.10, "<=10%"),
@@ -49,7 +51,7 @@ Record = dict
 
 
 def run(problems: list[tuple[str, dict]], modes: list[ReductionCost], time_limit: float,
-        workers: int) -> list[Record]:
+        workers: int, semantics: Semantics = "default") -> list[Record]:
     """A record per (problem, mode), printed as it comes."""
     records = []
     for mode in modes:
@@ -58,7 +60,8 @@ def run(problems: list[tuple[str, dict]], modes: list[ReductionCost], time_limit
                       "ops": len(raw["op_types"]), "matmul_share": matmul_share(raw),
                       "capacity_factor": raw["fast_memory_capacity"] / native_working_set(raw)}
             try:
-                record |= measure(name, parse_problem(raw), mode, time_limit, workers, SOLVERS)
+                record |= measure(name, parse_problem(raw), mode, time_limit, workers, SOLVERS,
+                                  semantics)
             except Exception as error:  # a solver bug on one problem is a finding, not the end
                 record["error"] = f"{type(error).__name__}: {error}"
             print(json.dumps(record), flush=True)
@@ -118,7 +121,10 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="problems generated")
     parser.add_argument("--only", action="append", metavar="NAME-SUBSTRING",
                         help="run only the problems whose name contains this (repeatable)")
-    parser.add_argument("--modes", nargs="+", choices=FUSION_MODES, default=list(FUSION_MODES))
+    parser.add_argument("--modes", nargs="+", choices=FUSION_MODES,
+                        help="reduction modes (default: both; per_op under teamkorea)")
+    parser.add_argument("--semantics", choices=("default", "teamkorea"), default="default",
+                        help="the reading solved and checked under")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "fusion-suite.json")
     args = parser.parse_args()
@@ -128,15 +134,20 @@ def main() -> None:
         parser.error("--workers must be at least 1")
     if args.count < 1:
         parser.error("--count must be at least 1")
+    modes = args.modes or (["per_op"] if args.semantics == "teamkorea" else list(FUSION_MODES))
+    if args.semantics == "teamkorea" and modes != ["per_op"] * len(modes):
+        parser.error("--semantics teamkorea has one mode: --modes per_op")
     problems = suite(args.seed, args.count)
     if args.only:
         problems = [(n, raw) for n, raw in problems if any(part in n for part in args.only)]
         if not problems:
             parser.error(f"no problem of the suite matches --only {' '.join(args.only)}")
     started = meta()
-    records = run(problems, list(dict.fromkeys(args.modes)), args.time_limit, args.workers)
+    records = run(problems, list(dict.fromkeys(modes)), args.time_limit, args.workers,
+                  args.semantics)
     data = {"meta": started, "time_limit_s": args.time_limit, "workers": args.workers,
-            "seed": args.seed, "count": args.count, "records": records,
+            "seed": args.seed, "count": args.count, "semantics": args.semantics,
+            "records": records,
             "summary": summarize(records)}
     print(fusion_suite_tables(data))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -238,8 +238,9 @@ def fusion_suite_tables(data: Row) -> str:
     distribution of greedy and of cpsat to cpsat's bound), then one line per (family,
     mode)."""
     summary = data["summary"]
-    out = [f"cpsat at {data['time_limit_s']:g} s with {data['workers']} workers; suite seed "
-           f"{data['seed']}, {data['count']} problems generated.", "",
+    reading = " under the TeamKorea reading" if data.get("semantics") == "teamkorea" else ""
+    out = [f"cpsat at {data['time_limit_s']:g} s with {data['workers']} workers{reading}; "
+           f"suite seed {data['seed']}, {data['count']} problems generated.", "",
            "| mode | problems | ops | MatMul share | geomean greedy/cpsat | cpsat optimal | "
            "greedy > 2% above bound | cpsat improves there | cpsat worse than greedy | "
            "errors | greedy s max | cpsat s max |", "|---|---:|---|---|---:|---:|---:|---:|---:|"
@@ -498,6 +499,9 @@ TABLES = {
     "fusion-suite-windows": Table("fusion-suite-windows.json", fusion_suite_tables),
     "fusion-suite-lazy-before": Table("fusion-suite-lazy-before.json", fusion_suite_tables),
     "fusion-suite-lazy": Table("fusion-suite-lazy.json", fusion_suite_tables),
+    "fusion-suite-teamkorea-before": Table("fusion-suite-teamkorea-before.json",
+                                           fusion_suite_tables),
+    "fusion-suite-teamkorea": Table("fusion-suite-teamkorea.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

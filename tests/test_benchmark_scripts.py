@@ -26,6 +26,7 @@ from models.layout import parse_graph
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules
 from solver.fusion.score import ScoringContext
+from solver.fusion.solvers import solve
 from tests.conftest import MLSYS, ROOT
 
 GRAPH = "benchmarks/layout/mlp-block.json"
@@ -47,6 +48,8 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("fusion_suite.py", ["--count", "0"], "--count must be at least 1"),
     ("fusion_suite.py", ["--modes", "per_tile"], "invalid choice: 'per_tile'"),
     ("fusion_suite.py", ["--only", "gen-nosuch"], "no problem of the suite matches --only"),
+    ("fusion_suite.py", ["--semantics", "teamkorea", "--modes", "per_native_k"],
+     "--semantics teamkorea has one mode: --modes per_op"),
     ("fusion_generate.py", ["--count", "0"], "--count must be at least 1"),
     ("cover_time.py", ["--deadline", "0"], "--deadline must be positive"),
     ("cover_time.py", ["--tree", "no/such/tree"], "--tree no/such/tree holds no solver/fusion"),
@@ -193,6 +196,24 @@ def test_the_suite_runner_measures_and_summarizes(tmp_path):
     assert sum(summary["cpsat_gap"]["counts"].values()) == 2
     assert set(summary["families"]) == {"transformer", "residual"}
     assert "| per_op | 2 | 5-5 |" in fusion_suite_tables(data) in done.stdout
+
+
+def test_the_suite_runner_solves_under_the_teamkorea_reading(tmp_path):
+    """``--semantics teamkorea``: per_op only, both solvers under that reading, and the
+    table says so."""
+    out = tmp_path / "suite.json"
+    done = subprocess.run([sys.executable, "benchmarks/fusion_suite.py", "--only",
+                           "gen-transformer-00", "--time-limit", "1", "--workers", "1",
+                           "--semantics", "teamkorea", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["semantics"] == "teamkorea" and list(data["summary"]) == ["per_op"]
+    [record] = data["records"]
+    problem = parse_fusion(dict(fusion_suite())["gen-transformer-00"])
+    assert record["greedy"] == solve(problem, "greedy", semantics="teamkorea").total_latency
+    assert record["bound"] <= record["cpsat"] <= record["greedy"]
+    assert "with 1 workers under the TeamKorea reading;" in done.stdout
 
 
 def test_the_layout_order_suite_is_seeded_and_every_graph_parses():

@@ -17,9 +17,11 @@ from app.cli import cli
 from app.main import create_app
 from app.settings import Settings
 from models.fusion import parse_problem, parse_solution
-from solver.fusion import teamkorea
+from solver.fusion import cpsat, teamkorea
+from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, total
 from solver.fusion.evaluate import evaluate
-from solver.fusion.problem import FusionGraph, lower_bounds
+from solver.fusion.problem import DEFAULT_RULES, FusionGraph, lower_bounds
+from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config
 from solver.fusion.simulate import NAMED_ORDERS
 from solver.fusion.solvers import solve
@@ -166,8 +168,24 @@ def test_tiles_priced_by_kind_equal_every_tile_simulated(number):
         rows, cols = -(-grid[1] // gran[1]), -(-grid[0] // gran[0])
         for name, make in NAMED_ORDERS.items():
             tiles = make(rows, cols)
-            assert teamkorea.latency(g, sg, gran, tiles, frozenset(), grid) == \
+            kinds = teamkorea.tile_kinds(gran[:2], grid, tiles)
+            assert teamkorea.latency(g, sg, gran, kinds, frozenset(), grid) == \
                 brute_force(g, sg, gran, tiles, frozenset(), grid), (ops, gran, name)
+
+
+@pytest.mark.parametrize("grid,tile", [((512, 384), (128, 128)), ((500, 300), (96, 128)),
+                                       ((128, 128), (128, 128)), ((1000, 64), (7, 64))])
+def test_tiles_of_an_order_fall_into_a_few_classes_that_hold_every_tile(grid, tile):
+    """Each tile of an order is in one class (its extent; whether it starts the order,
+    stays in the row or the column of the tile before), whose first tile and the tile
+    before it ``latency`` prices; the classes count every tile once, a few at most."""
+    rows, cols = -(-grid[1] // tile[1]), -(-grid[0] // tile[0])
+    for name, make in NAMED_ORDERS.items():
+        order = tuple(make(rows, cols))
+        kinds = teamkorea.tile_kinds(tile, grid, order)
+        assert sum(n for *_, n in kinds) == len(order), name
+        assert kinds[0][:2] == (None, divmod(order[0], cols)) and kinds[0][2] == 1
+        assert all(prior is not None for prior, *_ in kinds[1:]) and len(kinds) <= 2 * 2 * 4 + 1
 
 
 def test_k_steps_alike_form_classes_with_the_first_and_last_alone():
@@ -203,6 +221,35 @@ def test_solves_under_the_reading_are_valid_there_and_beat_or_match_teamkorea(nu
     assert verdict.valid
     assert float(verdict.total) == pytest.approx(result.total_latency)
     assert result.total_latency < PUBLISHED[number] + 1
+
+
+FORK = {  # op 0 makes t1, which ops 1 and 2 each read
+    "widths": [128] * 4, "heights": [128] * 4, "inputs": [[0], [1], [1]],
+    "outputs": [[1], [2], [3]], "base_costs": [1_000] * 3,
+    "op_types": ["Pointwise"] * 3, "fast_memory_capacity": 1_000_000,
+    "slow_memory_bandwidth": 10, "native_granularity": [128, 128]}
+
+
+def test_the_search_keeps_no_schedule_the_reading_refuses_as_a_whole():
+    """[0], then [0, 1] (t1 ephemeral), then [2] reading the t1 that the first subgraph
+    wrote: SEMANTICS.md accepts it, the teamkorea reading does not (op 2 runs with no copy
+    of op 0). The search neither keeps nor offers it, however fast; in order it is kept."""
+    problem = parse_problem(FORK)
+
+    def schedule(ctx: ScoringContext, subgraphs: list[tuple[int, ...]]):
+        planned = [Planned(ops, best_config(ctx, ops)) for ops in subgraphs]
+        return as_variants(ctx, planned)
+
+    refused = [(0,), (0, 1), (2,)]
+    for semantics, accepted in (("default", True), ("teamkorea", False)):
+        rules = teamkorea.RULES if semantics == "teamkorea" else DEFAULT_RULES
+        ctx = ScoringContext(problem, rules, semantics=semantics)
+        found, slower = schedule(ctx, refused), schedule(ctx, [(0,), (1,), (2,), (0,)])
+        verdict = evaluate(problem, to_solution(ctx, as_planned(found)), rules,
+                           semantics=semantics)
+        assert verdict.valid is accepted and accepted_whole(ctx, found) is accepted
+        assert total(found) < total(slower)
+        assert cpsat._better(ctx, found, slower) is accepted
 
 
 def test_the_bound_under_the_reading_holds_where_the_default_one_does_not():

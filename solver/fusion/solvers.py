@@ -28,7 +28,7 @@ from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
 from solver.fusion.bound import CoverBound, cover_bound, forced_bound
 from solver.fusion.bound.background import start as start_cover
-from solver.fusion.cpsat import as_planned, as_variants, cpsat_search, total
+from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules, lower_bounds
@@ -135,9 +135,9 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     Under the teamkorea reading the bound is that reading's compute and I/O bound (the
     forced-traffic and cover bounds follow SEMANTICS.md, so no time is kept for them; the
     search ends ``OVERRUN_SHARE`` early instead), ``optimal`` needs that bound reached (the
-    model's proofs are not trusted there), and a schedule that reading rejects across
-    subgraphs (an ephemeral tensor read by a subgraph that does not recompute it) gives way
-    to greedy's."""
+    model's proofs are not trusted there), and the search keeps only schedules that reading
+    accepts whole (``cpsat.accepted_whole``: our model allows an ephemeral tensor read by a
+    subgraph that does not recompute it, which it refuses)."""
     rules = reading_rules(reduction_cost, semantics)
     ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
     deadline = ends
@@ -182,9 +182,10 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
 
 def _accepted(ctx: ScoringContext, schedule: list[Variant], deadline: float) -> list[Variant]:
     """``schedule`` if the teamkorea evaluator accepts it, else greedy's schedule (merging
-    until ``deadline``; the search's greedy ran on ``ctx``, so its scores are cached)."""
-    solution = to_solution(ctx, as_planned(schedule))
-    if evaluate(ctx.graph, solution, ctx.rules, semantics="teamkorea").valid:
+    until ``deadline``; the search's greedy ran on ``ctx``, so its scores are cached): a
+    safety net, since the search keeps only schedules that reading accepts
+    (``cpsat.accepted_whole``)."""
+    if accepted_whole(ctx, schedule):
         return schedule
     return as_variants(ctx, greedy(ctx, deadline))
 

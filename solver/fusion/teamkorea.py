@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from models.errors import Issue
 from models.fusion import FusionProblem, FusionSolution
@@ -199,7 +199,8 @@ def evaluate_subgraph(g: FusionGraph, sg: Subgraph, i: int, gran: tuple[int, int
                        f"{g.problem.fast_memory_capacity}", status="RESOURCE_EXHAUSTED")
     w, h, _ = gran
     tiles = _tile_order(order, i, ceil_div(grid_w, w) * ceil_div(grid_h, h))
-    return latency(g, sg, gran, tiles, resident, (grid_w, grid_h))
+    return latency(g, sg, gran, tile_kinds((w, h), (grid_w, grid_h), tiles), resident,
+                   (grid_w, grid_h))
 
 
 def _check_granularity(i: int, g: FusionGraph, gran: tuple[int, int, int]) -> None:
@@ -393,14 +394,34 @@ Slice = tuple[int, int, int]
 """(tile row, tile column, k-step), -1 where a slice does not depend on it."""
 
 
-def _operand(sg: Subgraph, q: int, pos: int, row: int, col: int, step: int,
-             tile: tuple[int, int], depth: int) -> tuple[Slice, int, bool] | None:
-    """The slice of input ``pos`` of op ``q`` a step reads, its size, and whether that
-    step loads it; None for an operand that comes ephemerally from the chain."""
+Read = tuple[int, str | None, int, bool, int]
+"""An input a k-step reads: (tensor, its reader's role kind, None for a Pointwise op, the
+reader's K, whether it is the reader's LHS, the reader's depth in that step)."""
+
+
+@lru_cache(maxsize=4096)
+def _reads(sg: Subgraph, k: int, step: int) -> tuple[Read, ...]:
+    """Every input of the subgraph's ops that is not ephemeral, in op order, as k-step
+    ``step`` reads it: the same in every tile, and a tile is priced for many tile sizes
+    and traversals."""
+    p = sg.g.problem
+    found = []
+    for q in sg.ops:
+        role = sg.roles.get(q)
+        depth = sg.depth(q, k, step) if role else 0
+        found.extend((t, role and role.kind, role and sg.k_of(q), pos == 0, depth)
+                     for pos, t in enumerate(p.inputs[q]) if t not in sg.ephemerals)
+    return tuple(found)
+
+
+def _operand(read: Read, row: int, col: int, step: int,
+             tile: tuple[int, int]) -> tuple[Slice, int, bool] | None:
+    """The slice of an input a step reads, its size, and whether that step loads it; None
+    for an operand that comes ephemerally from the chain."""
     tw, th = tile
-    if q not in sg.roles:
+    _, kind, own_k, lhs, depth = read
+    if kind is None:
         return (row, col, -1), th * tw, step == 0
-    kind, own_k, lhs = sg.roles[q].kind, sg.k_of(q), pos == 0
     if kind == "lhs_head":
         return ((row, -1, -1), th * own_k, step == 0) if lhs else ((-1, -1, step),
                                                                   own_k * depth, True)
@@ -412,43 +433,22 @@ def _operand(sg: Subgraph, q: int, pos: int, row: int, col: int, step: int,
     return ((row, -1, step), th * depth, True) if lhs else ((-1, col, step), depth * tw, True)
 
 
-def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], tiles: Sequence[int],
+def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], kinds: TileKinds,
             resident: frozenset[int], grid: tuple[int, int]) -> Fraction:
-    """Sum over tiles and k-steps of max(compute, (loads + writes) / bandwidth).
+    """Sum over tiles and k-steps of max(compute, (loads + writes) / bandwidth), the tiles
+    in the order whose ``tile_kinds`` are given.
 
     Compute depends on the k-step only. A tile's loads depend on the tile before it only
     (every cached slice is re-keyed in the tile's first step), through whether it stays in
     the same tile row and column, and on its own extent; tiles alike in those are priced
     once and counted, and so are k-steps alike (``step_classes``)."""
-    w, _, k = gran
-    p = g.problem
-    bandwidth = exact(p.slow_memory_bandwidth)
-    base = {q: exact(p.base_costs[q]) for q in sg.ops}
-    pointwise = sum((base[q] for q in sg.ops if q not in sg.roles), Fraction(0))
-    classes = step_classes(sg, k)
-    computes = [(pointwise if step == 0 else Fraction(0))
-                + sum((base[q] * sg.depth(q, k, step) / sg.reduced_over(q) for q in sg.matmuls),
-                      Fraction(0)) for step, _ in classes]
-    moved_at = [c * bandwidth for c in computes]  # above it, a step waits on slow memory
+    w, h, k = gran
+    bandwidth = exact(g.problem.slow_memory_bandwidth)
+    classes, computes, moved_at = step_pricing(sg, k)
     steps = [step for step, _ in classes]
-    columns = ceil_div(grid[0], w)
-    Kind = tuple[int, int, bool, bool, bool]
-    counts: dict[Kind, int] = {}
-    first_of: dict[Kind, tuple[tuple[int, int] | None, tuple[int, int]]] = {}
-    before: tuple[int, int] | None = None
-    for idx in tiles:
-        row, col = divmod(idx, columns)
-        kind = (*_extent(gran, grid, (row, col)), before is None,
-                before is not None and before[0] == row, before is not None and before[1] == col)
-        if kind not in first_of:
-            first_of[kind] = (before, (row, col))
-            counts[kind] = 0
-        counts[kind] += 1
-        before = (row, col)
     moved = 0
     compute_bound = [0] * len(classes)
-    for kind, n in counts.items():
-        prior, at = first_of[kind]
+    for prior, at, n in kinds:
         loaded: dict[int, Slice] = {}
         if prior is not None:
             _tile_traffic(g, sg, gran, prior, _extent(gran, grid, prior), resident, loaded,
@@ -456,12 +456,59 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], tiles: Seq
         traffics = _tile_traffic(g, sg, gran, at, _extent(gran, grid, at), resident, loaded,
                                  steps)
         for i, ((_, alike), traffic) in enumerate(zip(classes, traffics, strict=True)):
-            if traffic >= moved_at[i]:
+            if traffic * moved_at[i][1] >= moved_at[i][0]:
                 moved += n * alike * traffic
             else:
                 compute_bound[i] += n * alike
     return moved / bandwidth + sum((n * c for n, c in zip(compute_bound, computes, strict=True)),
                                    Fraction(0))
+
+
+@lru_cache(maxsize=1024)
+def step_pricing(sg: Subgraph, k: int
+                 ) -> tuple[list[tuple[int, int]], list[Fraction], list[tuple[int, int]]]:
+    """``step_classes``, the compute of one step of each, and the elements a step of each
+    moves at least to wait on slow memory (as the numerator and denominator of a ratio:
+    compared with every tile kind's traffic, Fraction's own comparison took a tenth of the
+    time). They depend on the subgraph and ``k`` only: the search prices every tile and
+    traversal at one k of an op set, and counting K = 4,096 in steps of 1 took a fifth of a
+    greedy solve's time."""
+    p = sg.g.problem
+    base = {q: exact(p.base_costs[q]) for q in sg.ops}
+    pointwise = sum((base[q] for q in sg.ops if q not in sg.roles), Fraction(0))
+    classes = step_classes(sg, k)
+    computes = [(pointwise if step == 0 else Fraction(0))
+                + sum((base[q] * sg.depth(q, k, step) / sg.reduced_over(q)
+                       for q in sg.matmuls), Fraction(0)) for step, _ in classes]
+    moved_at = [c * exact(p.slow_memory_bandwidth) for c in computes]
+    return classes, computes, [(m.numerator, m.denominator) for m in moved_at]
+
+
+TileKinds = tuple[tuple[tuple[int, int] | None, tuple[int, int], int], ...]
+"""Classes of the tiles of an order that load alike: (the tile before the first of a class,
+that first tile, how many), each (row, column)."""
+
+
+def tile_kinds(tile: tuple[int, int], grid: tuple[int, int], tiles: Sequence[int]
+               ) -> TileKinds:
+    """The tiles of an order in classes that load alike, a class being the tile's extent
+    and whether it starts the order, stays in the row or stays in the column of the tile
+    before it. The same for every op set of one grid, tile and order: the search keeps
+    them per traversal (``teamkorea_config.order_kinds``)."""
+    columns = ceil_div(grid[0], tile[0])
+    widths = [_extent((*tile, 0), grid, (0, col))[0] for col in range(columns)]
+    heights = [_extent((*tile, 0), grid, (row, 0))[1]
+               for row in range(ceil_div(grid[1], tile[1]))]
+    counts: dict[tuple[int, int, bool, bool, bool], list] = {}  # kind -> [prior, first, n]
+    before = (-1, -1)
+    for idx in tiles:
+        row, col = divmod(idx, columns)
+        kind = (widths[col], heights[row], before[0] < 0, before[0] == row, before[1] == col)
+        if kind not in counts:
+            counts[kind] = [None if before[0] < 0 else before, (row, col), 0]
+        counts[kind][2] += 1
+        before = (row, col)
+    return tuple((prior, at, n) for prior, at, n in counts.values())
 
 
 def _extent(gran: tuple[int, int, int], grid: tuple[int, int],
@@ -493,24 +540,22 @@ def _tile_traffic(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int],
     """Elements moved in each of ``steps`` (k-steps, in order) of one tile; ``loaded`` (the
     slice cached per tensor) is updated as the tile goes."""
     k = gran[2]
-    p = g.problem
     row, col = at
     last = sg.k_steps(k) - 1
     out = []
     for step in steps:
         moved = 0
-        for q in sg.ops:
-            depth = sg.depth(q, k, step) if q in sg.roles else 0
-            for pos, t in enumerate(p.inputs[q]):
-                if t in resident or t in sg.ephemerals:
-                    continue
-                found = _operand(sg, q, pos, row, col, step, extent, depth)
-                if found is None:
-                    continue
-                key, size, loads = found
-                if loads and loaded.get(t) != key:
-                    moved += size
-                    loaded[t] = key
+        for read in _reads(sg, k, step):
+            t = read[0]
+            if t in resident:
+                continue
+            found = _operand(read, row, col, step, extent)
+            if found is None:
+                continue
+            key, size, loads = found
+            if loads and loaded.get(t) != key:
+                moved += size
+                loaded[t] = key
         if step == last:
             moved += len(sg.written) * extent[0] * extent[1]
         out.append(moved)

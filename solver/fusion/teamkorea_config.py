@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from fractions import Fraction
+from functools import lru_cache
 
 from solver.deadline import now
 from solver.fusion import teamkorea
@@ -153,6 +154,16 @@ def _least_traffic(g: FusionGraph, sg: teamkorea.Subgraph, grid: tuple[int, int]
     return sum(least.values()) + len(sg.written) * grid[0] * grid[1]
 
 
+@lru_cache(maxsize=4096)
+def order_kinds(tile: tuple[int, int], grid: tuple[int, int], name: TraversalName
+                ) -> teamkorea.TileKinds:
+    """``teamkorea.tile_kinds`` of a named traversal, kept: the same for every op set of one
+    grid, and sorting the tiles of each candidate again took more than half of a greedy
+    solve's time (the 21-op ``gen-attention-04``)."""
+    order = NAMED_ORDERS[name](ceil_div(grid[1], tile[1]), ceil_div(grid[0], tile[0]))
+    return teamkorea.tile_kinds(tile, grid, order)
+
+
 def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
          kept: frozenset[int]) -> Found | None:
     """The lowest-latency legal configuration that fits, or None; ties go to the candidate
@@ -174,12 +185,11 @@ def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
         if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout
         *_, gran, ws = heapq.heappop(waiting)
-        rows, cols = ceil_div(grid[1], gran[1]), ceil_div(grid[0], gran[0])
-        orders: dict[tuple[int, ...], TraversalName] = {}
-        for name in TRAVERSALS:  # each distinct order once, under its first name
-            orders.setdefault(tuple(NAMED_ORDERS[name](rows, cols)), name)
-        for order, name in orders.items():
-            latency = teamkorea.latency(g, sg, gran, order, resident, grid)
+        orders: dict[teamkorea.TileKinds, TraversalName] = {}
+        for name in TRAVERSALS:  # orders alike in their tile classes cost alike: once each
+            orders.setdefault(order_kinds(gran[:2], grid, name), name)
+        for kinds, name in orders.items():
+            latency = teamkorea.latency(g, sg, gran, kinds, resident, grid)
             if found is None or latency < found[2]:
                 found = (gran, name, latency, ws)
     return found
