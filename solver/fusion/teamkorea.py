@@ -31,10 +31,11 @@ does not check availability, and no fixture depends on it. Latencies are exact
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property, lru_cache
+from functools import cached_property, wraps
+from typing import Any, TypeVar
 
 from models.errors import Issue
 from models.fusion import FusionProblem, FusionSolution
@@ -179,6 +180,27 @@ class Subgraph:
 
     def reduced_over(self, q: int) -> int:
         return self.k_of(q) if self.roles[q].standalone else self.slicing_k
+
+    @cached_property
+    def memo(self) -> dict[tuple, Any]:
+        """What pricing worked out for this subgraph (``kept_per_subgraph``)."""
+        return {}
+
+
+T = TypeVar("T")
+
+
+def kept_per_subgraph(compute: Callable[..., T]) -> Callable[..., T]:
+    """``compute(sg, *args)`` worked out once per subgraph and arguments, and kept on the
+    subgraph: the search prices one subgraph at many tiles and traversals, and a cache
+    kept with the module would hold on to every graph it met."""
+    @wraps(compute)
+    def kept(sg: Subgraph, *args: int) -> T:
+        key = (compute.__name__, *args)
+        if key not in sg.memo:
+            sg.memo[key] = compute(sg, *args)
+        return sg.memo[key]
+    return kept
 
 
 def evaluate_subgraph(g: FusionGraph, sg: Subgraph, i: int, gran: tuple[int, int, int],
@@ -399,7 +421,7 @@ Read = tuple[int, str | None, int, bool, int]
 reader's K, whether it is the reader's LHS, the reader's depth in that step)."""
 
 
-@lru_cache(maxsize=4096)
+@kept_per_subgraph
 def _reads(sg: Subgraph, k: int, step: int) -> tuple[Read, ...]:
     """Every input of the subgraph's ops that is not ephemeral, in op order, as k-step
     ``step`` reads it: the same in every tile, and a tile is priced for many tile sizes
@@ -442,7 +464,7 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], kinds: Til
     (every cached slice is re-keyed in the tile's first step), through whether it stays in
     the same tile row and column, and on its own extent; tiles alike in those are priced
     once and counted, and so are k-steps alike (``step_classes``)."""
-    w, h, k = gran
+    k = gran[2]
     bandwidth = exact(g.problem.slow_memory_bandwidth)
     classes, computes, moved_at = step_pricing(sg, k)
     steps = [step for step, _ in classes]
@@ -464,7 +486,7 @@ def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], kinds: Til
                                    Fraction(0))
 
 
-@lru_cache(maxsize=1024)
+@kept_per_subgraph
 def step_pricing(sg: Subgraph, k: int
                  ) -> tuple[list[tuple[int, int]], list[Fraction], list[tuple[int, int]]]:
     """``step_classes``, the compute of one step of each, and the elements a step of each
