@@ -217,7 +217,7 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     final = min(deadline, windows_end or deadline)
     deadline = final - RELINK_SHARE * (final - now())
     found = _levels(ctx, incumbent, apart, now() + LEVELS_SHARE * (deadline - now()))
-    if found is not None and total(found) < total(incumbent):
+    if _better(ctx, found, incumbent):
         incumbent, improvements = found, improvements + 1
         _improved(ctx, incumbent, floor)
     rng = random.Random(seed)

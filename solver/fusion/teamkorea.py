@@ -416,9 +416,9 @@ Slice = tuple[int, int, int]
 """(tile row, tile column, k-step), -1 where a slice does not depend on it."""
 
 
-Read = tuple[int, str | None, int, bool, int]
-"""An input a k-step reads: (tensor, its reader's role kind, None for a Pointwise op, the
-reader's K, whether it is the reader's LHS, the reader's depth in that step)."""
+Read = tuple[int, str | None, int | None, bool, int]
+"""An input a k-step reads: (tensor, its reader's role kind and K, both None for a
+Pointwise op, whether it is the reader's LHS, the reader's depth in that step)."""
 
 
 @kept_per_subgraph
