@@ -50,6 +50,7 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("fusion_suite.py", ["--only", "gen-nosuch"], "no problem of the suite matches --only"),
     ("fusion_suite.py", ["--semantics", "teamkorea", "--modes", "per_native_k"],
      "--semantics teamkorea has one mode: --modes per_op"),
+    ("fusion_suite.py", ["--semantics", "vinci"], "invalid choice: 'vinci'"),
     ("fusion_generate.py", ["--count", "0"], "--count must be at least 1"),
     ("cover_time.py", ["--deadline", "0"], "--deadline must be positive"),
     ("cover_time.py", ["--tree", "no/such/tree"], "--tree no/such/tree holds no solver/fusion"),
