@@ -56,12 +56,14 @@ from solver.fusion.cpsat_model import (
     decode,
     frame,
     objective_scale,
+    recomputes,
 )
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
 from solver.fusion.guided import Key, score_along_paths, scored_lazily
 from solver.fusion.pool import pool
 from solver.fusion.problem import lower_bounds
+from solver.fusion.recompute import Pair, demanded
 from solver.fusion.retile import retile
 from solver.fusion.schedule import Planned, offer, to_solution
 from solver.fusion.score import ScoringContext, ScoringTimeout
@@ -276,9 +278,10 @@ def _levels(ctx: ScoringContext, incumbent: Sequence[Variant],
 
 def accepted_whole(ctx: ScoringContext, schedule: Sequence[Variant]) -> bool:
     """Whether the context's reading accepts the schedule as a whole. The model holds every
-    SEMANTICS.md rule; the teamkorea reading adds one across subgraphs that it does not: an
-    ephemeral tensor's outside consumer must run with a copy of its producer, even when
-    another subgraph writes the tensor."""
+    SEMANTICS.md rule and the teamkorea reading's one across subgraphs (``recompute.py``: an
+    ephemeral tensor's outside consumer runs with a copy of its producer); the shortest
+    path does not hold the latter (``cpsat_model.recomputes`` drops its refused answers),
+    and this full evaluation stays the last word on what is kept."""
     if ctx.semantics == "default":
         return True
     solution = to_solution(ctx, as_planned(schedule))
@@ -507,8 +510,11 @@ def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant]
                              now() + PATH_SHARE * max(0.0, deadline - now()))
     if path is not None and window.holds(hint) and total(path) >= total(hint):
         path = None  # no better than the hint, which CP-SAT starts from anyway
+    if path is not None and not recomputes(ctx, window, path):
+        path = None  # the path knows nothing of the teamkorea rule across subgraphs
+    demands = [demanded(ctx, v.ops, v.retained_out) for v in variants]
     found = _solve_model(window, variants, _indices(variants, hint if path is None else path),
-                         ctx.unit, deadline, seed, workers)
+                         ctx.unit, deadline, seed, workers, demands)
     if path is not None and (found is None or total(path) < total(found[0])):
         return path, False  # the model's time ran out, or the path has more subgraphs than
         # it has positions (a window whose ops other subgraphs also run)
@@ -530,12 +536,14 @@ def _indices(variants: Sequence[Variant], schedule: Sequence[Variant]) -> list[i
 
 
 def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
-                 unit: int, deadline: float, seed: int, workers: int
-                 ) -> tuple[list[Variant], bool] | None:
+                 unit: int, deadline: float, seed: int, workers: int,
+                 demands: Sequence[frozenset[Pair]]) -> tuple[list[Variant], bool] | None:
     """CP-SAT's best schedule of ``variants`` in the window, hinted with the variants at
-    ``hinted`` (in order), and whether it is proven optimal; None if none was found."""
+    ``hinted`` (in order), each variant demanding its ``demands`` (``recompute.py``), and
+    whether it is proven optimal; None if none was found."""
     try:
-        model, mv = build_model(window, variants, objective_scale(variants, unit), deadline)
+        model, mv = build_model(window, variants, objective_scale(variants, unit), deadline,
+                                demands)
     except BuildTimeout:
         return None
     add_hint(model, window, variants, mv, hinted)

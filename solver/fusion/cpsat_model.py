@@ -14,6 +14,9 @@ the window with nothing around it.
 * retention (S5): a variant keeping ``R`` resident is immediately followed by one whose
   retained-in set is exactly ``R`` (one link Boolean per compatible pair); the window's
   boundary sets link to its first and last positions;
+* under the teamkorea reading (``recompute.py``): a chosen variant keeping a tensor
+  ephemeral has each of its outside consumers run, by some chosen variant or some subgraph
+  around the window, with a copy of its producer;
 * objective: the sum of the chosen variants' latencies in integer units.
 """
 
@@ -28,6 +31,7 @@ from ortools.sat.python import cp_model
 
 from solver.deadline import now
 from solver.fusion.context import ScoringContext
+from solver.fusion.recompute import Pair, demanded, paired_edges, run_together
 from solver.fusion.variants import Variant
 
 MAX_OBJECTIVE = 2**50
@@ -52,6 +56,12 @@ class Window:
     """Tensors that must be in slow memory when the window ends."""
     handoff: frozenset[int] = frozenset()
     """Tensors the window's last subgraph must retain for the subgraph after it."""
+    together: frozenset[Pair] = frozenset()
+    """(consumer, producer) pairs a subgraph around the window runs together
+    (``recompute.py``; teamkorea reading only)."""
+    owed: frozenset[Pair] = frozenset()
+    """Pairs the subgraphs around the window demand and none of them runs together: the
+    window must (teamkorea reading only)."""
 
     def holds(self, schedule: Sequence[Variant]) -> bool:
         """Whether ``schedule``, in this order, meets what the window asks as the model's
@@ -85,15 +95,29 @@ def frame(ctx: ScoringContext, schedule: Sequence[Variant], a: int,
         needed |= v.reads_from_slow - available - written_after
         written_after |= v.writes
     needed |= set(ctx.graph.graph_outputs) - available - written_after
-    outside = {q for v in (*before, *after) for q in v.ops}
+    around = (*before, *after)
+    together = paired_edges(ctx, (v.ops for v in around))
+    demands = {pair for v in around for pair in demanded(ctx, v.ops, v.retained_out)}
     window = Window(
-        cover=frozenset(q for v in inside for q in v.ops) - outside,
+        cover=frozenset(q for v in inside for q in v.ops) - {q for v in around for q in v.ops},
         available=frozenset(available),
         resident=before[-1].retained_out if before else frozenset(),
         needed=frozenset(needed),
         handoff=inside[-1].retained_out if after else frozenset(),
+        together=together,
+        owed=frozenset(demands - together),
     )
     return window, inside
+
+
+def recomputes(ctx: ScoringContext, window: Window, schedule: Sequence[Variant]) -> bool:
+    """Whether the window's ``schedule`` meets ``recompute.py``'s rule with the subgraphs
+    around it (always, under the default reading)."""
+    wanted = set(window.owed)
+    for v in schedule:
+        wanted |= demanded(ctx, v.ops, v.retained_out)
+    wanted -= window.together
+    return not wanted or wanted <= run_together((v.ops for v in schedule), wanted)
 
 
 class BuildTimeout(Exception):
@@ -162,9 +186,11 @@ def objective_scale(variants: Sequence[Variant], unit: int) -> Fraction:
 
 
 def build_model(window: Window, variants: Sequence[Variant], scale: Fraction,
-                deadline: float = float("inf")) -> tuple[cp_model.CpModel, ModelVars]:
+                deadline: float = float("inf"), demands: Sequence[frozenset[Pair]] = ()
+                ) -> tuple[cp_model.CpModel, ModelVars]:
     """The model of the window; ``BuildTimeout`` once ``deadline`` (a ``deadline.now()``
-    value) passes while it is built."""
+    value) passes while it is built. ``demands`` holds, per variant, the pairs it demands
+    (``recompute.demanded``; none given, none demanded)."""
     model = cp_model.CpModel()
     horizon = max(1, len(window.cover) + 1)
     chosen = [model.new_bool_var(f"x{i}") for i in range(len(variants))]
@@ -179,6 +205,7 @@ def build_model(window: Window, variants: Sequence[Variant], scale: Fraction,
         model.add(p <= count).only_enforce_if(x)
         model.add(p == 0).only_enforce_if(~x)
     _coverage(model, window, variants, chosen)
+    _together(model, window, variants, chosen, demands)
     designated, written_at = _availability(model, window, variants, chosen, position, horizon,
                                            deadline)
     links = _retention(model, window, variants, chosen, position, count, deadline)
@@ -194,6 +221,32 @@ def _coverage(model: cp_model.CpModel, window: Window, variants: Sequence[Varian
             covering[op].append(x)
     for op in sorted(window.cover):
         model.add_bool_or(covering[op])
+
+
+def _together(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
+              chosen: Sequence[cp_model.IntVar], demands: Sequence[frozenset[Pair]]) -> None:
+    """A chosen variant's demanded pairs, and the window's owed ones, are each run together
+    by a chosen variant, unless a subgraph around the window runs them."""
+    required = {(pair, i) for i, pairs in enumerate(demands) for pair in pairs
+                if pair not in window.together}
+    if not required and not window.owed:
+        return
+    by_consumer: dict[int, set[int]] = defaultdict(set)
+    for consumer, producer in {pair for pair, _ in required} | window.owed:
+        by_consumer[consumer].add(producer)
+    runners: dict[Pair, list[cp_model.IntVar]] = defaultdict(list)
+    for v, x in zip(variants, chosen, strict=True):
+        ops = set(v.ops)
+        for c in ops & by_consumer.keys():
+            for producer in by_consumer[c] & ops:
+                runners[c, producer].append(x)
+    for pair in sorted(window.owed):
+        model.add_bool_or(runners[pair])
+    for pair, i in sorted(required):
+        if runners[pair]:
+            model.add_bool_or(runners[pair]).only_enforce_if(chosen[i])
+        else:
+            model.add(chosen[i] == 0)
 
 
 def _availability(model: cp_model.CpModel, window: Window, variants: Sequence[Variant],
