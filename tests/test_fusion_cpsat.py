@@ -302,6 +302,45 @@ def test_a_window_holds_its_size_wherever_it_starts(sizes, size, seed):
     assert b - a == 2 or min(shorter) < size
 
 
+def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypatch):
+    """When a round of windows (twice as many as the schedule has subgraphs) improves
+    nothing, the next round's windows hold twice the ops and get twice the time; once the
+    smallest would hold the whole graph, the search goes on to relinking, long before its
+    deadline. Windows here never improve (``_solve_window`` answers nothing at once)."""
+    raw = dict(suite())["gen-residual-07"]  # 53 ops: windows of 6, 12, 24 and 48 at least
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
+    asked: list[tuple[int, float]] = []
+    relinked: list[float] = []
+    pick = cpsat_module._pick_window
+
+    def picked(schedule, size, rng):
+        asked.append((size, 0.0))
+        return pick(schedule, size, rng)
+
+    def nothing(ctx, window, sets, inside, deadline, *args, **kwargs):
+        asked[-1] = (asked[-1][0], deadline - time.monotonic())
+        return None, False
+
+    def relink(ctx, schedule, deadline, *args, **kwargs):
+        relinked.append(deadline - time.monotonic())
+        return list(schedule)
+
+    monkeypatch.setattr(cpsat_module, "_pick_window", picked)
+    monkeypatch.setattr(cpsat_module, "_solve_window", nothing)
+    monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
+    monkeypatch.setattr(cpsat_module, "relink", relink)
+    found = cpsat_search(ctx, time.monotonic() + 60)
+    per_round = 2 * len(found.schedule)
+    assert found.windows == 4 * per_round + 1 and len(asked) == 4 * per_round
+    for reach in range(4):
+        this_round = asked[reach * per_round:(reach + 1) * per_round]
+        assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size, _ in this_round)
+        assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size, _ in this_round)
+        seconds = cpsat_module.WINDOW_S * (1 << reach)
+        assert all(seconds - 0.05 < s <= seconds for _, s in this_round)
+    assert len(relinked) == 1 and relinked[0] > 40
+
+
 def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13():
     """Greedy runs some ``x_i @ W0`` (4,096 x 128 result) away from the ``@ W1 @ V_i``
     that reads it, so the result is written and loaded back (10,485.76 each way); windows

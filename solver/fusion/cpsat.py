@@ -12,7 +12,9 @@
    consecutive subgraphs of the incumbent, enumerates the connected op sets of their ops,
    and re-solves each window with the rest fixed (``cpsat_model.Window``); an improvement
    replaces the window, and under the default reading each stretch of twins of what it
-   replaced too (``spread``).
+   replaced too (``spread``). Windows last ``WINDOW_S`` at any time limit; when a round of
+   them stops improving, they double in ops and time (so a long limit goes on to wider
+   neighbourhoods, not to more of the same).
    Last, the incumbent's own op sets are reordered and relinked by retention over the
    whole graph, then a set partition of the whole graph over a pool of op sets around the
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
@@ -88,12 +90,13 @@ POOL_BUDGET = 600
 """Op sets in the pool of the whole-graph set partition that ends the search (``relink``)."""
 MAX_REPEATS = 3
 """Most times one retaining variant may run (once per consumer of what it retains)."""
-WINDOW_LEAST_S, WINDOW_SHARE = 0.3, 0.03
-"""Time one window gets at most: this, or this share of the window search's, if more.
-Most windows of large graphs improve the incumbent and few are proven optimal, so more,
-shorter windows pay: at 1 s and 10%, a 10-s solve of the 124-op ``gen-attention-09``
-``per_op`` ran 7-9 windows (769,744-837,215 over three seeds); at these, 21-22
-(757,887-790,954)."""
+WINDOW_S = 0.3
+"""Time one window gets, at every time limit. Most windows of large graphs improve the
+incumbent and few are proven optimal, so more, shorter windows pay: at 1 s or 10% of the
+search, a 10-s solve of the 124-op ``gen-attention-09`` ``per_op`` ran 7-9 windows
+(769,744-837,215 over three seeds); at 0.3 s, 21-22 (757,887-790,954). At 30 s, 3% of the
+search (about 0.7 s) instead of 0.3 s left 4 of 8 suite graphs of 53-160 ops higher (by up
+to 3.1%: ``gen-residual-07``) and one lower."""
 WINDOW_OPS = (6, 24)
 """Smallest and largest number of ops a window frees."""
 LEAST_SOLVE_S = 0.1
@@ -224,13 +227,18 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         _improved(ctx, incumbent, floor)
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
-    stale = 0
-    while now() < deadline - 0.05 and stale < 2 * max(1, len(incumbent)):
+    stale = reach = 0  # windows are 2**reach times WINDOW_OPS and WINDOW_S
+    while now() < deadline - 0.05:
+        if stale >= 2 * max(1, len(incumbent)):  # these windows are spent: wider ones
+            if WINDOW_OPS[0] << (reach + 1) >= n:
+                break
+            reach, stale = reach + 1, 0
+            size = max(size, WINDOW_OPS[0] << reach)
         a, b = _pick_window(incumbent, size, rng)
         window, inside = frame(ctx, incumbent, a, b)
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET,
                                  apart)
-        budget = min(deadline, now() + max(WINDOW_LEAST_S, WINDOW_SHARE * (deadline - start)))
+        budget = min(deadline, now() + WINDOW_S * (1 << reach))
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
                                        workers)
         windows += 1
@@ -246,7 +254,8 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
                 return SearchResult(incumbent, True, windows, improvements)
         else:
             stale += 1
-        size = min(WINDOW_OPS[1], size + 2) if optimal else max(WINDOW_OPS[0], size - 2)
+        size = min(WINDOW_OPS[1] << reach, size + 2) if optimal \
+            else max(WINDOW_OPS[0] << reach, size - 2)
     found = relink(ctx, incumbent, final, seed, workers,
                    on_better=lambda schedule: _improved(ctx, schedule, floor))
     if total(found) < total(incumbent):
