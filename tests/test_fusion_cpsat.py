@@ -337,7 +337,7 @@ def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypat
         assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size, _ in this_round)
         assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size, _ in this_round)
         seconds = cpsat_module.WINDOW_S * (1 << reach)
-        assert all(seconds - 0.05 < s <= seconds for _, s in this_round)
+        assert all(seconds - 0.2 < s <= seconds for _, s in this_round)  # 0.3, 0.6, 1.2, 2.4
     assert len(relinked) == 1 and relinked[0] > 40
 
 
