@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.jobs import kinds
 from app.jobs.pool import SolveFailed, SolvePool
 from app.jobs.store import JobStore
 from app.jobs.work import run_solve
@@ -91,6 +92,37 @@ def test_layout_jobs_and_the_synchronous_routes_share_the_cache(tmp_path):
             "total_latency_us"]
         other_seed = client.post("/v1/layout/solve?solver=greedy&seed=7", json=LAYOUT)
         assert other_seed.headers["x-layoutsat-cache"] == "miss"
+
+
+def test_an_answer_cached_by_other_code_is_not_reused(tmp_path, monkeypatch):
+    """The cache key holds a digest of the answering code: after the code changed (here,
+    its digest), the same request is solved again, not answered from the cache."""
+    with make(tmp_path) as client:
+        def asked() -> str:
+            answer = client.post("/v1/fusion/solve?solver=greedy", json=FUSION)
+            assert answer.status_code == 200
+            return answer.headers["x-layoutsat-cache"]
+
+        assert [asked(), asked()] == ["miss", "hit"]
+        monkeypatch.setattr(kinds, "answering_code", lambda: "a later commit")
+        assert [asked(), asked()] == ["miss", "hit"]
+
+
+def test_the_code_digest_follows_every_file_its_name_and_its_bytes(tmp_path):
+    root = tmp_path / "solver"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.py").write_text("A = 1\n")
+    (root / "sub" / "b.py").write_text("B = 2\n")
+    (root / "notes.txt").write_text("not code")
+    first = kinds.code_digest((root,))
+    (root / "notes.txt").write_text("still not code")
+    assert kinds.code_digest((root,)) == first
+    (root / "sub" / "b.py").write_text("B = 3\n")
+    second = kinds.code_digest((root,))
+    assert second != first
+    (root / "sub" / "b.py").rename(root / "b.py")
+    assert kinds.code_digest((root,)) not in (first, second)
+    assert len(kinds.answering_code()) == 64
 
 
 def test_an_answer_after_a_long_wait_is_cached_only_if_more_time_would_not_change_it():

@@ -11,10 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+import models
+import solver
 from app import __version__
 from app.limits import check_graph_size, time_limit
 from app.settings import Settings
@@ -83,8 +87,28 @@ class Work:
     @property
     def cache_key(self) -> str:
         blob = json.dumps({"kind": self.kind, "payload": self.payload, "options": self.options,
-                           "version": __version__}, sort_keys=True, separators=(",", ":"))
+                           "version": __version__, "code": answering_code()},
+                          sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@cache
+def answering_code() -> str:
+    """A digest of the code that decides answers (``solver`` and ``models``): a cached
+    answer is reused only by the code that made it. The release alone does not tell: a
+    server updated to a later commit of the same release answered a benchmark with the
+    total an earlier one had cached, not the lower one it now finds."""
+    return code_digest(tuple(Path(package.__file__).parent for package in (solver, models)))
+
+
+def code_digest(roots: tuple[Path, ...]) -> str:
+    """SHA-256 over every Python file under ``roots``, named and in order."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def located(exc: InputValidationError, loc: Loc) -> InputValidationError:
