@@ -7,10 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
+from solver.fusion import teamkorea
 from solver.fusion.context import ScoringContext
-from solver.fusion.cpsat import as_planned, total
+from solver.fusion.cpsat import accepted_whole, as_planned, total
 from solver.fusion.cpsat_model import frame
 from solver.fusion.evaluate import evaluate
+from solver.fusion.problem import DEFAULT_RULES
 from solver.fusion.schedule import to_solution
 from solver.fusion.spread import spread
 from solver.fusion.variants import Variant, make_variant
@@ -77,6 +79,37 @@ def test_the_window_own_stretch_is_not_copied_onto_itself():
     out = spread(ctx, unfused[:3] + new, old, new, 3)
     assert [v.ops for v in out] == [(0, 1, 2), (3, 4, 5)]
     assert_valid(ctx, out)
+
+
+def two_forks() -> dict:
+    """Twice FORK of ``test_fusion_teamkorea``: op 0 makes T1, read by ops 1 and 2; op 3
+    makes T5, read by ops 4 and 5; every tensor 128 x 128."""
+    return {"widths": [128] * 8, "heights": [128] * 8,
+            "inputs": [[0], [1], [1], [4], [5], [5]], "outputs": [[1], [2], [3], [5], [6], [7]],
+            "base_costs": [1_000] * 6, "op_types": ["Pointwise"] * 6,
+            "fast_memory_capacity": 1_000_000, "slow_memory_bandwidth": 10,
+            "native_granularity": [128, 128]}
+
+
+def test_a_copy_the_teamkorea_reading_refuses_across_subgraphs_is_not_made():
+    """[0, 1], [0], [2], [3], [3], [5], [4]; the window turns [0], [2] into [0, 2] (op 1
+    already runs with op 0). Its twin [3], [5] as [3, 5] keeps T5 ephemeral while op 4,
+    after, reads the T5 the first [3] wrote: the window's constraints hold (SEMANTICS.md
+    makes the copy), but op 4 runs with no copy of op 3, which the teamkorea reading
+    refuses, so there the twin stays as it was."""
+    for semantics in ("default", "teamkorea"):
+        rules = teamkorea.RULES if semantics == "teamkorea" else DEFAULT_RULES
+        ctx = ScoringContext(parse_problem(two_forks()), rules, semantics=semantics)
+        old, new = [alone(ctx, 0), alone(ctx, 2)], [fused(ctx, (0, 2))]
+        rest = [alone(ctx, q) for q in (3, 3, 5, 4)]
+        assert total(new) < total(old)
+        out = spread(ctx, [fused(ctx, (0, 1)), *new, *rest], old, new, 1)
+        copied = [(0, 1), (0, 2), (3,), (3, 5), (4,)]
+        kept = [(0, 1), (0, 2), (3,), (3,), (5,), (4,)]
+        assert [v.ops for v in out] == (copied if semantics == "default" else kept)
+        assert accepted_whole(ctx, out)
+        if semantics == "teamkorea":
+            assert not accepted_whole(ctx, [fused(ctx, ops) for ops in copied])
 
 
 def test_a_window_holds_a_sequence_exactly_when_the_evaluator_accepts_it():

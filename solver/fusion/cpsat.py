@@ -11,10 +11,10 @@
    ``guided.py``), comes first. Then a large-neighbourhood search frees windows of
    consecutive subgraphs of the incumbent, enumerates the connected op sets of their ops,
    and re-solves each window with the rest fixed (``cpsat_model.Window``); an improvement
-   replaces the window, and under the default reading each stretch of twins of what it
-   replaced too (``spread``). Windows last ``WINDOW_S`` at any time limit; when a round of
-   them stops improving, they double in ops and time (so a long limit goes on to wider
-   neighbourhoods, not to more of the same).
+   replaces the window, and each stretch of twins of what it replaced too (``spread``).
+   Windows last ``WINDOW_S`` at any time limit; when a round of them stops improving, they
+   double in ops and time (so a long limit goes on to wider neighbourhoods, not to more of
+   the same).
    Last, the incumbent's own op sets are reordered and relinked by retention over the
    whole graph, then a set partition of the whole graph over a pool of op sets around the
    incumbent (``pool.py``: halves, merges of subgraphs joined by a tensor, one-op
@@ -245,8 +245,9 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         joined = None if found is None else incumbent[:a] + found + incumbent[b:]
         if _better(ctx, joined, incumbent):
             incumbent = joined
-            if ctx.semantics == "default":  # that reading refuses some answers as a whole
-                incumbent = spread(ctx, incumbent, inside, found, a)
+            copied = spread(ctx, incumbent, inside, found, a)
+            if _better(ctx, copied, incumbent):
+                incumbent = copied
             _improved(ctx, incumbent, floor)
             improvements += 1
             stale = 0

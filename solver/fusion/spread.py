@@ -5,7 +5,8 @@ stretch at a time, at random, and on a large graph reaches each only a few times
 short solve. When a window improves, each other run of subgraphs that are twins of the
 ones it replaced (``twins.variant_signature``, in the same order and named consistently) gets the
 replacement renamed onto its own ops and tensors, kept where it scores faster and meets
-what that stretch's window would ask of it (``Window.holds``, the model's constraints).
+what that stretch's window would ask of it (``Window.holds``, the model's constraints, and
+``recomputes``, the teamkorea reading's rule across subgraphs).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from solver.fusion.context import ScoringContext
-from solver.fusion.cpsat_model import frame
+from solver.fusion.cpsat_model import frame, recomputes
 from solver.fusion.twins import variant_signature
 from solver.fusion.variants import Variant, make_variant
 
@@ -45,7 +46,7 @@ def spread(ctx: ScoringContext, schedule: Sequence[Variant], old: Sequence[Varia
             if [signed(v) for v in stretch] == shape else None
         copy = None if renaming is None else _renamed(ctx, new, renaming)
         if copy is None or sum(v.latency for v in copy) >= sum(v.latency for v in stretch) \
-                or not frame(ctx, out, i, i + len(old))[0].holds(copy):
+                or not _fits(ctx, out, i, i + len(old), copy):
             i += 1
             continue
         out[i:i + len(old)] = copy
@@ -53,6 +54,13 @@ def spread(ctx: ScoringContext, schedule: Sequence[Variant], old: Sequence[Varia
             start += len(copy) - len(old)
         i += len(copy)
     return out
+
+
+def _fits(ctx: ScoringContext, schedule: Sequence[Variant], a: int, b: int,
+          copy: Sequence[Variant]) -> bool:
+    """Whether ``copy`` may replace ``schedule[a:b]`` as that window's model would allow."""
+    window = frame(ctx, schedule, a, b)[0]
+    return window.holds(copy) and recomputes(ctx, window, copy)
 
 
 def _renaming(ctx: ScoringContext, old: Sequence[Variant],
