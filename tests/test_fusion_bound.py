@@ -399,6 +399,30 @@ def test_a_split_k_matmul_that_feeds_a_head_through_a_pointwise_op_may_be_a_head
     assert forced_bound(ctx) <= Fraction(2641, 10)
 
 
+def test_pointwise_readers_of_a_big_input_in_different_zones_each_pay_its_load():
+    """Graph input T0 (256 x 128, above the capacity of 30,000) is read by two Pointwise
+    ops, each feeding a MatMul with K = 256 > nk that S6.4 keeps apart from it; sharing
+    only T0 does not connect them (S2.4), so each runs apart and loads all of T0. Each
+    Pointwise op is charged T0 (32,768) and its output's write (32,768), each MatMul both
+    operands once (65,536) and its output (16,384): 294,912 elements, 29,491.2 at B = 10,
+    which the solver's schedule meets. Shared between the two readers, as when they were
+    counted across zones, T0 gave each only half (26,214.4 in all)."""
+    raw = {"widths": [256, 256, 128, 128, 256, 128, 128],
+           "heights": [128, 128, 256, 128, 128, 256, 128],
+           "inputs": [[0], [1, 2], [0], [4, 5]], "outputs": [[1], [3], [4], [6]],
+           "base_costs": [1, 1, 1, 1], "op_types": ["Pointwise", "MatMul"] * 2,
+           "fast_memory_capacity": 30_000, "slow_memory_bandwidth": 10,
+           "native_granularity": [128, 128]}
+    problem = parse_problem(raw)
+    ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
+    assert forced_traffic(ctx) == tuple(units * ctx.per_element
+                                        for units in (65_536, 81_920) * 2)
+    assert forced_bound(ctx) == Fraction(294_912, 10)
+    result = solve(problem, "cpsat", reduction_cost="per_op", time_limit_s=10)
+    assert result.total_latency == pytest.approx(29_491.2)
+    assert result.status == "optimal" and result.gap == 0
+
+
 def test_forced_traffic_proves_greedy_optimal_on_benchmark_9():
     """Benchmark 9 (B = 25, capacity 250,000) is eight blocks of two MatMuls, K = 1,024
     and 4,096 > nk = 128, each fed through a Pointwise op that S6.4 keeps out of its

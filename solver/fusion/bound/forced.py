@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from solver.fusion.bound.roles import always_split_root, splits_past_native
+from solver.fusion.bound.zones import zones
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import ceil_div
 
@@ -46,7 +47,7 @@ def _traffic_per_op(ctx: ScoringContext) -> tuple[int, ...]:
                 continue
             # the load of t (a share of the Pointwise readers' tile slices) or, when its
             # producer runs here too, that producer's share of what it brings
-            total += min(Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t)),
+            total += min(Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t, q)),
                          brought[producer] / _fan_out(ctx, producer))
         brought[q] = total
     out = []
@@ -127,13 +128,17 @@ def _pointwise_reads(ctx: ScoringContext, q: int) -> Fraction:
     for t in dict.fromkeys(p.inputs[q]):
         if t in g.producer or g.size(t) <= ctx.capacity:
             continue
-        total += Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t))
+        total += Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t, q))
     return total
 
 
-def _pointwise_readers(ctx: ScoringContext, t: int) -> int:
-    """Pointwise ops reading ``t``: they share its ``pw`` tile slices in a subgraph."""
-    return sum(1 for c in ctx.graph.consumers[t] if not ctx.graph.is_matmul(c))
+def _pointwise_readers(ctx: ScoringContext, t: int, q: int) -> int:
+    """Pointwise ops reading ``t`` in ``q``'s zone: a subgraph holding several of them
+    loads its ``pw`` tile slices once for all, and a subgraph lies within one zone
+    (``zones.py``), so no reader of another zone shares them with ``q``."""
+    zone = zones(ctx)
+    return sum(1 for c in ctx.graph.consumers[t]
+               if not ctx.graph.is_matmul(c) and zone[c] == zone[q])
 
 
 def _needed(ctx: ScoringContext, t: int, q: int) -> int:
