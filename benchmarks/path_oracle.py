@@ -8,6 +8,7 @@ one it does not is at least partly the bound's.
 
     .venv/bin/python benchmarks/path_oracle.py [--only gen-forkjoin-04 ...]
         [--modes per_native_k per_op] [--budget 30000] [--deadline 600] [--guided] [--lazy]
+        [--semantics default|teamkorea]
 
 Prints one JSON line per (problem, mode): op sets and variants scored, whether every op
 set of the graph was, seconds, and the path's total as the evaluator recomputes it. With
@@ -18,6 +19,13 @@ orders them): ``retention_scored`` of ``retention_keys``, and the path over thos
 (``cpsat._levels``, ``guided.scored_lazily``): the op sets a shortest path over their
 floors takes (``scored`` counts those that fit), then the retention variants of those a
 path over estimates takes (``retention_found``); ``complete`` is then null.
+
+With ``--semantics teamkorea`` (``per_op`` only) the variants are scored under the TeamKorea
+reading. The path does not know that reading's rule across subgraphs (``recompute.py``), so
+``accepted`` says whether the evaluator accepts it; when it does not, ``path`` is what the
+variants give without that rule, not a schedule of that reading. Either way the path runs
+no variant twice (``sequence.py``), so a solve that recomputes a subgraph per reader may
+end below it.
 """
 
 from __future__ import annotations
@@ -41,10 +49,10 @@ from solver.fusion.cpsat import _whole_graph, as_planned, as_variants, total  # 
 from solver.fusion.evaluate import evaluate  # noqa: E402
 from solver.fusion.greedy import greedy  # noqa: E402
 from solver.fusion.guided import Key, score_along_paths, scored_lazily  # noqa: E402
-from solver.fusion.problem import Rules  # noqa: E402
 from solver.fusion.schedule import to_solution  # noqa: E402
 from solver.fusion.score import ScoringContext  # noqa: E402
 from solver.fusion.sequence import shortest_sequence  # noqa: E402
+from solver.fusion.solvers import reading_rules  # noqa: E402
 from solver.fusion.variants import Variant, make_variant, retention_options  # noqa: E402
 
 MOST_STATES = 2_000_000
@@ -88,11 +96,14 @@ def guided(ctx: ScoringContext, variants: list[Variant], deadline: float) -> tup
 
 
 def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
-            guide: bool = False, lazy: bool = False) -> dict:
+            guide: bool = False, lazy: bool = False, semantics: str = "default") -> dict:
     started = time.perf_counter()
-    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost=mode), every_tile=True)
+    ctx = ScoringContext(parse_problem(raw), reading_rules(mode, semantics), every_tile=True,
+                         semantics=semantics)
     n = ctx.problem.num_ops
-    enumeration = connected_op_sets(ctx.graph, range(n), budget, never_together(ctx))
+    # as the solver: S6.4 binds op sets under SEMANTICS.md only
+    apart = never_together(ctx) if semantics == "default" else frozenset()
+    enumeration = connected_op_sets(ctx.graph, range(n), budget, apart)
     # in a topological order, as the solver lists a subgraph's ops
     rank = {q: i for i, q in enumerate(ctx.graph.topological_order)}
     sets = [tuple(sorted(ops, key=rank.__getitem__)) for ops in enumeration.sets]
@@ -115,11 +126,13 @@ def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
            "complete": None if lazy else enumeration.complete and done == len(sets),
            **extra, "path": None}
     if path is not None:
-        verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(path)), ctx.rules)
-        if not verdict.valid:
+        verdict = evaluate(ctx.problem, to_solution(ctx, as_planned(path)), ctx.rules,
+                           semantics=semantics)
+        if not verdict.valid and semantics == "default":
             raise AssertionError(f"{name} {mode}: the path is invalid: {verdict.error}")
-        row["path"] = float(verdict.total)
-        assert verdict.total == total(path)
+        row["path"] = float(total(path))
+        row["accepted"] = verdict.valid
+        assert not verdict.valid or verdict.total == total(path)
         row["subgraphs"] = len(path)
         row["largest"] = max(len(v.ops) for v in path)
     row["seconds"] = round(time.perf_counter() - started, 1)
@@ -135,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds of scoring per problem and mode (default 600)")
     parser.add_argument("--guided", action="store_true",
                         help="score only the retention variants a path over estimates takes")
+    parser.add_argument("--semantics", choices=("default", "teamkorea"), default="default",
+                        help="the reading variants are scored under (teamkorea: per_op only, "
+                             "whatever --modes says)")
     parser.add_argument("--lazy", action="store_true",
                         help="score only the op sets a path over their floors takes, then "
                              "the retention variants of those a path over estimates takes")
@@ -143,11 +159,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--budget and --deadline must be positive")
     if args.lazy and args.guided:
         parser.error("--lazy already scores retention variants by estimates: drop --guided")
+    modes = ["per_op"] if args.semantics == "teamkorea" else args.modes
     problems = chosen(parser, args.only, dict(suite()))
     for name in problems:
-        for mode in args.modes:
+        for mode in modes:
             print(json.dumps(measure(name, problems[name], mode, args.budget, args.deadline,
-                                     args.guided, args.lazy)),
+                                     args.guided, args.lazy, args.semantics)),
                   flush=True)
 
 

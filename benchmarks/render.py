@@ -504,6 +504,7 @@ TABLES = {
     "fusion-suite-teamkorea": Table("fusion-suite-teamkorea.json", fusion_suite_tables),
     "fusion-suite-long-before": Table("fusion-suite-long-before.json", fusion_suite_tables),
     "fusion-suite-long": Table("fusion-suite-long.json", fusion_suite_tables),
+    "fusion-suite-120": Table("fusion-suite-120.json", fusion_suite_tables),
     "fusion-suite-recompute-before": Table("fusion-suite-recompute-before.json",
                                            fusion_suite_tables),
     "fusion-suite-recompute": Table("fusion-suite-recompute.json", fusion_suite_tables),
