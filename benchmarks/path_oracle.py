@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_generate import suite  # noqa: E402
 from benchmarks.suite_args import add_problem_arguments, chosen  # noqa: E402
-from models.fusion import parse_problem  # noqa: E402
+from models.fusion import Semantics, parse_problem  # noqa: E402
 from solver.deadline import now  # noqa: E402
 from solver.fusion.bound.roles import never_together  # noqa: E402
 from solver.fusion.candidates import connected_op_sets  # noqa: E402
@@ -96,7 +96,7 @@ def guided(ctx: ScoringContext, variants: list[Variant], deadline: float) -> tup
 
 
 def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
-            guide: bool = False, lazy: bool = False, semantics: str = "default") -> dict:
+            guide: bool = False, lazy: bool = False, semantics: Semantics = "default") -> dict:
     started = time.perf_counter()
     ctx = ScoringContext(parse_problem(raw), reading_rules(mode, semantics), every_tile=True,
                          semantics=semantics)
