@@ -2,9 +2,10 @@
 suite problems (``fusion_generate.py``): every connected op set up to the budget is
 scored with every retention option (``variants.retention_options``), as a solve never
 can in its time, and the shortest path over them (``solver/fusion/sequence.py``) gives the
-best schedule of those variants (greedy's own subgraphs among them, so never worse than
-greedy). A suite gap (schedule against cover bound) that this path closes is the search's;
-one it does not is at least partly the bound's.
+best schedule of those variants that runs none of them twice (greedy's own subgraphs among
+them, so never worse than greedy; a schedule recomputing a subgraph for each reader may be
+better). A suite gap (schedule against cover bound) that this path closes is the search's;
+one it does not is at least partly the bound's, or recomputation's.
 
     .venv/bin/python benchmarks/path_oracle.py [--only gen-forkjoin-04 ...]
         [--modes per_native_k per_op] [--budget 30000] [--deadline 600] [--guided] [--lazy]
