@@ -20,7 +20,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from suite_args import add_problem_arguments, chosen  # a sibling: ``benchmarks`` comes from --tree
+# a sibling: ``benchmarks`` comes from --tree
+from suite_args import add_problem_arguments, chosen, reading_modes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
 
     problems = chosen(parser, args.only, dict(suite()))
     for name in problems:
-        for mode in args.modes:
+        for mode in reading_modes(parser, args.modes):
             rules = replace(DEFAULT_RULES, reduction_cost=mode)
             ctx = ScoringContext(parse_problem(problems[name]), rules)
             started = time.perf_counter()

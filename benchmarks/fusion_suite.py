@@ -37,6 +37,7 @@ from benchmarks.fusion_generate import (  # noqa: E402
 )
 from benchmarks.meta import meta  # noqa: E402
 from benchmarks.render import FUSION_MODES, NEAR_BOUND, fusion_suite_tables, geomean  # noqa: E402
+from benchmarks.suite_args import reading_modes  # noqa: E402
 from models.fusion import ReductionCost, Semantics, parse_problem  # noqa: E402
 
 SOLVERS = ("greedy", "cpsat")
@@ -134,17 +135,14 @@ def main() -> None:
         parser.error("--workers must be at least 1")
     if args.count < 1:
         parser.error("--count must be at least 1")
-    modes = args.modes or (["per_op"] if args.semantics == "teamkorea" else list(FUSION_MODES))
-    if args.semantics == "teamkorea" and modes != ["per_op"] * len(modes):
-        parser.error("--semantics teamkorea has one mode: --modes per_op")
+    modes = reading_modes(parser, args.modes, args.semantics)
     problems = suite(args.seed, args.count)
     if args.only:
         problems = [(n, raw) for n, raw in problems if any(part in n for part in args.only)]
         if not problems:
             parser.error(f"no problem of the suite matches --only {' '.join(args.only)}")
     started = meta()
-    records = run(problems, list(dict.fromkeys(modes)), args.time_limit, args.workers,
-                  args.semantics)
+    records = run(problems, modes, args.time_limit, args.workers, args.semantics)
     data = {"meta": started, "time_limit_s": args.time_limit, "workers": args.workers,
             "seed": args.seed, "count": args.count, "semantics": args.semantics,
             "records": records,

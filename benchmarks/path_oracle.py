@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_generate import suite  # noqa: E402
-from benchmarks.suite_args import add_problem_arguments, chosen  # noqa: E402
+from benchmarks.suite_args import add_problem_arguments, chosen, reading_modes  # noqa: E402
 from models.fusion import Semantics, parse_problem  # noqa: E402
 from solver.deadline import now  # noqa: E402
 from solver.fusion.bound.roles import never_together  # noqa: E402
@@ -150,8 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--guided", action="store_true",
                         help="score only the retention variants a path over estimates takes")
     parser.add_argument("--semantics", choices=("default", "teamkorea"), default="default",
-                        help="the reading variants are scored under (teamkorea: per_op only, "
-                             "whatever --modes says)")
+                        help="the reading variants are scored under (teamkorea: per_op only)")
     parser.add_argument("--lazy", action="store_true",
                         help="score only the op sets a path over their floors takes, then "
                              "the retention variants of those a path over estimates takes")
@@ -160,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--budget and --deadline must be positive")
     if args.lazy and args.guided:
         parser.error("--lazy already scores retention variants by estimates: drop --guided")
-    modes = ["per_op"] if args.semantics == "teamkorea" else args.modes
+    modes = reading_modes(parser, args.modes, args.semantics)
     problems = chosen(parser, args.only, dict(suite()))
     for name in problems:
         for mode in modes:

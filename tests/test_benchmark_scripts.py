@@ -61,6 +61,8 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("path_oracle.py", ["--budget", "0"], "--budget and --deadline must be positive"),
     ("path_oracle.py", ["--only", "gen-nosuch"], "--only: no suite problem named gen-nosuch"),
     ("path_oracle.py", ["--lazy", "--guided"], "--lazy already scores retention variants"),
+    ("path_oracle.py", ["--semantics", "teamkorea", "--modes", "per_native_k"],
+     "--semantics teamkorea has one mode: --modes per_op"),
     ("proofs.py", ["--time-limit", "0"], "--time-limit must be positive"),
     ("proofs.py", ["--before", "no/such/tree"], "no checkout at no/such/tree"),
     ("proofs.py", ["--graphs", "no/such/dir"], "no graph directory at no/such/dir"),
