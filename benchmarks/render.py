@@ -511,6 +511,7 @@ TABLES = {
     "fusion-suite-tkspread-before": Table("fusion-suite-tkspread-before.json",
                                           fusion_suite_tables),
     "fusion-suite-tkspread": Table("fusion-suite-tkspread.json", fusion_suite_tables),
+    "fusion-suite-tkbound": Table("fusion-suite-tkbound.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

@@ -175,7 +175,8 @@ class _Builder:
             "widths": self.widths, "heights": self.heights, "inputs": self.inputs,
             "outputs": self.outputs, "op_types": self.types,
             "base_costs": [draw(st.integers(1, most_cost)) for _ in self.types],
-            "fast_memory_capacity": draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64)),
+            "fast_memory_capacity": max(1, draw(st.sampled_from(sizes))
+                                        + draw(st.integers(-1, 64))),
             "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
             "native_granularity": native,
         }

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -26,14 +26,27 @@ from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, total
 from solver.fusion.cpsat_model import Window, frame, recomputes
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
-from solver.fusion.problem import DEFAULT_RULES, FusionGraph, lower_bounds
+from solver.fusion.problem import (
+    DEFAULT_RULES,
+    FusionGraph,
+    exact,
+    least_teamkorea_load,
+    lower_bounds,
+)
 from solver.fusion.schedule import Planned, to_solution
 from solver.fusion.score import ScoringContext, best_config
 from solver.fusion.simulate import NAMED_ORDERS
 from solver.fusion.solvers import solve
 from solver.fusion.variants import Variant, make_variant, variant
 from tests.conftest import MLSYS, POINTWISE_CHAIN, solution
-from tests.fusion_cases import QUICK, detour_problems
+from tests.fusion_cases import (
+    QUICK,
+    connected_ops,
+    detour_problems,
+    head_chain_problems,
+    problems,
+    split_chain_problems,
+)
 
 FIXTURES = MLSYS / "teamkorea"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -348,7 +361,11 @@ def test_the_bound_under_the_reading_holds_where_the_default_one_does_not():
     """A Pointwise op on a 512 x 128 tensor feeding a MatMul to 128 x 128, one subgraph:
     under that reading the Pointwise op pays its base once per tile of the 128 x 128 grid
     (11,000 in all), below SEMANTICS.md's compute bound (4 native tiles: 41,000). The
-    reading's bound is each op's base once (11,000, reached) and the graph output's bytes."""
+    reading's bound is each op's base once per tile of the least grid its subgraph may have,
+    here the MatMul's 128 x 128 output for both (11,000, reached), and the graph output's
+    elements plus the least loads of the graph inputs over that grid: tensor 0 a 128 x 128
+    tile's area, the RHS 512 deep x 128 wide (K x the grid's width): 98,304 elements.
+    """
     problem = parse_problem({
         "widths": [512, 512, 128, 128], "heights": [128, 128, 512, 128],
         "inputs": [[0], [1, 2]], "outputs": [[1], [3]], "base_costs": [10_000, 1_000],
@@ -359,10 +376,110 @@ def test_the_bound_under_the_reading_holds_where_the_default_one_does_not():
     assert verdict.valid and verdict.total == 11_000
     assert lower_bounds(problem, "per_op").total == 41_000
     reading = lower_bounds(problem, "per_op", "teamkorea")
-    assert (reading.compute, reading.io) == (11_000, Fraction(128 * 128, 1_000))
+    assert (reading.compute, reading.io) == (11_000, Fraction(2 * 128 * 128 + 512 * 128, 1_000))
     result = solve(problem, "cpsat", time_limit_s=5, semantics="teamkorea")
     assert result.total_latency == 11_000 and result.bound == 11_000
     assert result.status == "optimal" and result.lower_bounds.compute == 11_000
+
+
+def test_each_op_pays_its_base_per_tile_of_its_least_grid_downstream():
+    """A Pointwise op 0 on 256 x 256 (4 native tiles) feeds a MatMul to 128 x 256 (2), then
+    a Pointwise op to a graph output (2), and a Pointwise op 3 to a 256 x 256 graph output
+    (4). A subgraph's grid is the shape of its outputs that are not ephemeral, so op 0 may
+    run at the MatMul's 2 tiles, op 3 only at its own 4: the bound is 2 x (100 + 1,000 +
+    10) + 4 x 50 = 2,420. Reaching it would take op 0 at 2 tiles without op 3 recomputing
+    it, so the best schedule, [0], [1, 2], [3] (400 + 2,020 + 200), is above it. Traffic:
+    tensor 0 over the 128 x 256 grid (32,768), the RHS 256 deep x 128 wide (32,768), and
+    the outputs (32,768 + 65,536)."""
+    problem = parse_problem({
+        "widths": [256, 256, 128, 128, 128, 256], "heights": [256] * 6,
+        "inputs": [[0], [1, 2], [3], [1]], "outputs": [[1], [3], [4], [5]],
+        "base_costs": [100, 1_000, 10, 50],
+        "op_types": ["Pointwise", "MatMul", "Pointwise", "Pointwise"],
+        "fast_memory_capacity": 10**7, "slow_memory_bandwidth": 10**6,
+        "native_granularity": [128, 128]})
+    assert [grid.tiles for grid in FusionGraph(problem).least_grids] == [2, 2, 2, 4]
+    bounds = lower_bounds(problem, "per_op", "teamkorea")
+    assert (bounds.compute, bounds.io) == (2_420, Fraction(163_840, 10**6))
+    result = solve(problem, "cpsat", time_limit_s=5, semantics="teamkorea")
+    assert result.bound == 2_420 and result.total_latency == 2_620
+    assert result.status == "feasible"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e["valid"]))
+def test_every_schedule_the_reading_accepts_is_at_or_above_its_bound(name):
+    """Their solver's schedules (k up to K, prologues, tiles below native) and the others
+    the reading accepts; TeamKorea's own benchmark 17 meets the bound, so it is optimal."""
+    bound = lower_bounds(benchmark(name.split(".")[0]), "per_op", "teamkorea").total
+    assert EXPECTED[name]["total_latency"] >= float(bound) * (1 - 1e-12)
+    if name == "17.teamkorea":
+        assert EXPECTED[name]["total_latency"] == float(bound)
+
+
+@st.composite
+def reader_paths(draw: st.DrawFn, g: FusionGraph) -> tuple[int, ...]:
+    """An op and a path of readers from it: every output but the last op's is read inside,
+    so the grid is that output's shape, the least the bound grants the first op."""
+    path = [draw(st.integers(0, g.problem.num_ops - 1))]
+    while (readers := sorted(g.dag.successors(path[-1]))) and draw(st.integers(0, 3)):
+        path.append(draw(st.sampled_from(readers)))
+    return tuple(q for q in g.topological_order if q in path)
+
+
+@settings(QUICK, max_examples=100)
+@given(raw=problems(max_ops=5), data=st.data())
+def test_no_subgraph_computes_or_loads_below_its_least_grids(raw, data):
+    """Whatever op set, retention, tile (any size up to native), k and traversal the
+    reading accepts, a subgraph's latency is at least the sum over its ops of the base per
+    tile of their ``least_grids``, and, with every base cost zero, the least loads of the
+    graph inputs it reads over the bandwidth: the claims the bound adds up. Paths of
+    readers, connected op sets and any set (the reading does not ask for connection)."""
+    g = FusionGraph(parse_problem(raw))
+    ops = data.draw(st.one_of(reader_paths(g), connected_ops(g), st.sets(
+        st.sampled_from(range(g.problem.num_ops)), min_size=1).map(
+            lambda chosen: tuple(q for q in g.topological_order if q in chosen))))
+    _check_least_grids(raw, ops, data)
+
+
+@settings(QUICK, max_examples=100)
+@given(raw=st.one_of(split_chain_problems(), head_chain_problems()), data=st.data())
+def test_where_outputs_read_inside_narrow_the_grid_no_subgraph_goes_below_it(raw, data):
+    """The same on paths of readers through MatMul blocks whose last MatMul is narrower
+    than the first, so that a wide MatMul and its operands move over a narrower grid."""
+    _check_least_grids(raw, data.draw(reader_paths(FusionGraph(parse_problem(raw)))), data)
+
+
+def _check_least_grids(raw: dict, ops: tuple[int, ...], data: st.DataObject) -> None:
+    """Compute at the drawn bandwidth or one that hides every transfer (traffic would
+    otherwise mask the compute claim); loads with every base cost zero."""
+    fast = data.draw(st.booleans())
+    g = FusionGraph(parse_problem(raw | {"slow_memory_bandwidth": 10**9} if fast else raw))
+    p = g.problem
+    kept = frozenset(data.draw(st.sets(st.sampled_from(
+        [t for q in ops for t in p.outputs[q] if g.consumers[t]] or [-1])))) - {-1}
+    sg = teamkorea.Subgraph(g, ops, kept)
+    nw, nh, _ = g.native
+    gran = (data.draw(st.one_of(st.just(nw), st.integers(1, nw))),  # native: fewest tiles
+            data.draw(st.one_of(st.just(nh), st.integers(1, nh))),
+            data.draw(st.one_of(st.just(max(sg.slicing_k, 1)),  # one k-step: two MatMuls
+                                st.integers(1, max(sg.slicing_k, 1)))))
+    try:
+        grid = teamkorea.subgraph_grid(g, sg)
+        teamkorea._check_chains(0, sg, gran)
+    except teamkorea.Rejected:
+        return
+    name = data.draw(st.sampled_from(sorted(NAMED_ORDERS)))
+    order = NAMED_ORDERS[name](-(-grid[1] // gran[1]), -(-grid[0] // gran[0]))
+    kinds = teamkorea.tile_kinds(gran[:2], grid, order)
+    latency = teamkorea.latency(g, sg, gran, kinds, frozenset(), grid)
+    least = g.least_grids
+    assert latency >= sum((exact(p.base_costs[q]) * least[q].tiles for q in ops), Fraction(0))
+    idle = FusionGraph(parse_problem(raw | {"base_costs": [0] * p.num_ops}))
+    moved = teamkorea.latency(idle, teamkorea.Subgraph(idle, ops, kept), gran, kinds,
+                              frozenset(), grid) * exact(raw["slow_memory_bandwidth"])
+    read = {t for q in ops for t in p.inputs[q]} & set(g.graph_inputs)
+    assert moved >= sum(min(least_teamkorea_load(g, q, pos) for q in g.consumers[t]
+                            for pos, u in enumerate(p.inputs[q]) if u == t) for t in read)
 
 
 def test_cpsat_under_the_reading_reports_an_honest_bound():

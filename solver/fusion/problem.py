@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from typing import NamedTuple
 
 import networkx as nx
 
@@ -42,6 +43,16 @@ class Rules:
 
 
 DEFAULT_RULES = Rules()
+
+
+class LeastGrid(NamedTuple):
+    """The least tile grid a subgraph running one op can have under the teamkorea reading,
+    each measure minimized apart: native tiles (``w, h <= native``), width, height, area."""
+
+    tiles: int
+    width: int
+    height: int
+    area: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,6 +189,24 @@ class FusionGraph:
         any subgraph (``least_extents``)."""
         rows, cols = self.least_extents(op)
         return rows * cols
+
+    @cached_property
+    def least_grids(self) -> list[LeastGrid]:
+        """Per op, the least grid of any subgraph that runs it under the teamkorea reading,
+        by each measure apart. That grid is the shape of the subgraph's outputs that are
+        not ephemeral, and an ephemeral output has a reader inside, so following readers
+        from the op ends at one of them: the grid is the shape of the op's own output or of
+        one downstream of it."""
+        nw, nh, _ = self.native
+        p = self.problem
+        found: dict[int, LeastGrid] = {}
+        for q in reversed(self.topological_order):
+            shapes = [LeastGrid(ceil_div(p.widths[t], nw) * ceil_div(p.heights[t], nh),
+                                p.widths[t], p.heights[t], p.widths[t] * p.heights[t])
+                      for t in p.outputs[q]]
+            shapes += [found[c] for t in p.outputs[q] for c in self.consumers[t]]
+            found[q] = LeastGrid(*map(min, zip(*shapes, strict=True)))
+        return [found[q] for q in range(p.num_ops)]
 
     def reduction_length(self, op: int) -> int:
         """K of a MatMul: the width of its LHS."""
@@ -410,6 +439,18 @@ def native_sizes(problem: FusionProblem) -> tuple[int, int, int]:
     return g[0], g[1], g[2] if len(g) > 2 else g[0]
 
 
+def least_teamkorea_load(g: FusionGraph, q: int, pos: int) -> int:
+    """Elements of op ``q``'s input at ``pos`` that any subgraph under the teamkorea
+    reading loads at least, when it is neither resident nor ephemeral (a graph input never
+    is). Every tile and k-step reads its slice, and the slices cover the grid: a Pointwise
+    input its area; a MatMul operand its K times the grid's height (LHS) or width (RHS),
+    or the whole operand where it heads a chain, which no grid of its own exceeds."""
+    grid = g.least_grids[q]
+    if not g.is_matmul(q):
+        return grid.area
+    return g.reduction_length(q) * (grid.height if pos == 0 else grid.width)
+
+
 def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
                  semantics: Semantics = "default") -> LowerBounds:
     """Compute and I/O lower bounds: SEMANTICS.md "Public benchmarks", with each op's
@@ -420,15 +461,21 @@ def lower_bounds(problem: FusionProblem, mode: ReductionCost = "per_native_k",
     ``least_area`` (whole native tiles on every dimension no subgraph can stream); every
     consumed graph input and every graph output crosses the slow-memory boundary at least
     once. Under the teamkorea reading an op costs its base once per tile of its
-    subgraph's grid, which may be smaller than its output, and a Pointwise input moves
-    only over that grid: each op costs its base at least once, and only the graph outputs
-    (never retained, written whole) must cross.
+    subgraph's grid, which may be smaller than its output, and its inputs move only over
+    that grid (``FusionGraph.least_grids``): each op costs its base at least once per tile
+    of its least grid, each graph input moves at least ``least_teamkorea_load`` of its
+    least reader, and each graph output (never retained) is written whole.
     """
     g = FusionGraph(problem)
     bandwidth = exact(problem.slow_memory_bandwidth)
     if semantics == "teamkorea":
-        return LowerBounds(compute=sum((exact(c) for c in problem.base_costs), Fraction(0)),
-                           io=Fraction(sum(g.size(t) for t in g.graph_outputs)) / bandwidth)
+        compute = sum((exact(c) * grid.tiles for c, grid in
+                       zip(problem.base_costs, g.least_grids, strict=True)), Fraction(0))
+        loads = sum(min(least_teamkorea_load(g, q, pos) for q in g.consumers[t]
+                        for pos, u in enumerate(problem.inputs[q]) if u == t)
+                    for t in g.graph_inputs)
+        traffic = loads + sum(g.size(t) for t in g.graph_outputs)
+        return LowerBounds(compute=compute, io=Fraction(traffic) / bandwidth)
     nw, nh, nk = native_sizes(problem)
     compute = Fraction(0)
     for k, op in enumerate(problem.op_types):
