@@ -120,6 +120,15 @@ def recomputes(ctx: ScoringContext, window: Window, schedule: Sequence[Variant])
     return not wanted or wanted <= run_together((v.ops for v in schedule), wanted)
 
 
+def may_replace(ctx: ScoringContext, schedule: Sequence[Variant], a: int, b: int,
+                replacement: Sequence[Variant]) -> bool:
+    """Whether ``replacement`` may take the place of ``schedule[a:b]`` as the model of that
+    window would allow: its constraints (``Window.holds``) and the teamkorea reading's rule
+    across subgraphs (``recomputes``)."""
+    window = frame(ctx, schedule, a, b)[0]
+    return window.holds(replacement) and recomputes(ctx, window, replacement)
+
+
 class BuildTimeout(Exception):
     """The deadline passed while the model was being built (a window's variants can make
     millions of retention links: 6.3 million for 38,901 variants of a 15-op fork-join)."""

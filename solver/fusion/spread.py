@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from solver.fusion.context import ScoringContext
-from solver.fusion.cpsat_model import frame, recomputes
+from solver.fusion.cpsat_model import may_replace
 from solver.fusion.twins import variant_signature
 from solver.fusion.variants import Variant, make_variant
 
@@ -46,7 +46,7 @@ def spread(ctx: ScoringContext, schedule: Sequence[Variant], old: Sequence[Varia
             if [signed(v) for v in stretch] == shape else None
         copy = None if renaming is None else _renamed(ctx, new, renaming)
         if copy is None or sum(v.latency for v in copy) >= sum(v.latency for v in stretch) \
-                or not _fits(ctx, out, i, i + len(old), copy):
+                or not may_replace(ctx, out, i, i + len(old), copy):
             i += 1
             continue
         out[i:i + len(old)] = copy
@@ -54,13 +54,6 @@ def spread(ctx: ScoringContext, schedule: Sequence[Variant], old: Sequence[Varia
             start += len(copy) - len(old)
         i += len(copy)
     return out
-
-
-def _fits(ctx: ScoringContext, schedule: Sequence[Variant], a: int, b: int,
-          copy: Sequence[Variant]) -> bool:
-    """Whether ``copy`` may replace ``schedule[a:b]`` as that window's model would allow."""
-    window = frame(ctx, schedule, a, b)[0]
-    return window.holds(copy) and recomputes(ctx, window, copy)
 
 
 def _renaming(ctx: ScoringContext, old: Sequence[Variant],
