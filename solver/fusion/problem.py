@@ -443,8 +443,9 @@ def least_teamkorea_load(g: FusionGraph, q: int, pos: int) -> int:
     """Elements of op ``q``'s input at ``pos`` that any subgraph under the teamkorea
     reading loads at least, when it is neither resident nor ephemeral (a graph input never
     is). Every tile and k-step reads its slice, and the slices cover the grid: a Pointwise
-    input its area; a MatMul operand its K times the grid's height (LHS) or width (RHS),
-    or the whole operand where it heads a chain, which no grid of its own exceeds."""
+    input its area; a MatMul operand its K times the grid's height (LHS) or width (RHS).
+    A chain head loads some operands whole instead, no less: its least grid is no larger
+    than its own output."""
     grid = g.least_grids[q]
     if not g.is_matmul(q):
         return grid.area
