@@ -45,13 +45,7 @@ def merged_neighbours(ctx: ScoringContext, schedule: Sequence[Variant],
 def _merged(ctx: ScoringContext, first: Variant, second: Variant) -> Variant | None:
     """The pair as one subgraph at its best config, None where it may not be one or fits
     nowhere."""
-    if ctx.semantics == "default" and not _exchange(ctx, first.ops, second.ops):
+    if ctx.semantics == "default" and \
+            not any(ctx.graph.neighbours[q].intersection(second.ops) for q in first.ops):
         return None
     return make_variant(ctx, first.ops + second.ops, first.retained_in, second.retained_out)
-
-
-def _exchange(ctx: ScoringContext, first: Sequence[int], second: Sequence[int]) -> bool:
-    """Whether an op of ``second`` reads a tensor an op of ``first`` makes."""
-    p = ctx.problem
-    made = {t for q in first for t in p.outputs[q]}
-    return any(t in made for q in second for t in p.inputs[q])
