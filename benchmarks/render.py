@@ -518,6 +518,8 @@ TABLES = {
     "fusion-suite-neighbours-before": Table("fusion-suite-neighbours-before.json",
                                             fusion_suite_tables),
     "fusion-suite-neighbours": Table("fusion-suite-neighbours.json", fusion_suite_tables),
+    "fusion-suite-seed7": Table("fusion-suite-seed7.json", fusion_suite_tables),
+    "fusion-suite-seed7-tk": Table("fusion-suite-seed7-tk.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
