@@ -12,12 +12,14 @@ from typing import Any
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
+from models.errors import NoSolutionError
 from models.fusion import parse_problem
 from solver.fusion.context import ScoringContext
 from solver.fusion.cpsat import as_variants
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import FusionGraph, Rules, k_steps, prologue_issue
 from solver.fusion.simulate import NAMED_ORDERS
+from solver.fusion.unfused import unfused
 from solver.fusion.variants import Variant
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -167,7 +169,7 @@ class _Builder:
                 roomy: bool = False) -> dict[str, Any]:
         """Contest JSON with a capacity near one of the tensor sizes (some must be written,
         some loads or recomputations are forced; with ``roomy``, possibly room for all of
-        them) and base costs up to ``most_cost``."""
+        them) and base costs up to ``most_cost``, where every op fits alone."""
         sizes = sorted({w * h for w, h in zip(self.widths, self.heights, strict=True)})
         if roomy:
             sizes.append(sum(w * h for w, h in zip(self.widths, self.heights, strict=True)))
@@ -180,7 +182,10 @@ class _Builder:
             "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
             "native_granularity": native,
         }
-        parse_problem(data)
+        try:
+            unfused(ScoringContext(parse_problem(data)))
+        except NoSolutionError:
+            assume(False)  # some op fits at no granularity: no schedule to compare with
         return data
 
 
@@ -221,6 +226,31 @@ def head_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
     middle = b.op("MatMul", [act, b.tensor(out, middle_k)], out, rows)
     b.op("MatMul", [middle, b.tensor(out, out)], out, rows)
     return b.problem(draw, native, most_cost=4, roomy=True)
+
+
+@st.composite
+def attention_problems(draw: st.DrawFn) -> dict[str, Any]:
+    """A transformer's attention in miniature: ``K^T = W^T X^T`` (``X^T`` an input), scores
+    ``S = Q K^T``, ``P = Pointwise(S)``, ``P @ V`` (K = the sequence, above the native
+    sizes) and an output projection (K within them), so ``P @ V`` may take the Pointwise op
+    only as a head, which makes the scores' MatMul a head of a head. ``Q`` and ``V`` are
+    inputs or projections of one. Cheap ops and a capacity near the tensor sizes: some
+    draws leave room for all of ``K^T``, most do not."""
+    native = draw(st.sampled_from([[8, 8], [16, 8]]))
+    seq, width = draw(st.sampled_from([16, 24, 32])), draw(st.sampled_from([4, 8]))
+    b = _Builder([(seq, width)])  # X^T: width rows, seq columns
+    kt = b.op("MatMul", [b.tensor(width, width), 0], seq, width)
+
+    def projected() -> int:
+        if draw(st.booleans()):
+            return b.tensor(width, seq)
+        return b.op("MatMul", [b.tensor(width, seq), b.tensor(width, width)], width, seq)
+
+    scores = b.op("MatMul", [projected(), kt], seq, seq)
+    probabilities = b.op("Pointwise", [scores], seq, seq)
+    attended = b.op("MatMul", [probabilities, projected()], width, seq)
+    b.op("MatMul", [attended, b.tensor(width, width)], width, seq)
+    return b.problem(draw, native, most_cost=4)
 
 
 @st.composite

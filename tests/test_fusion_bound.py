@@ -28,7 +28,7 @@ from solver.fusion.bound.pricing import (
     price,
     read_elsewhere,
 )
-from solver.fusion.bound.roles import always_split_root
+from solver.fusion.bound.roles import always_split_root, never_whole
 from solver.fusion.closed_form import ALONG_COLUMN, ALONG_ROW, templates_of
 from solver.fusion.cpsat import as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
@@ -52,6 +52,7 @@ from tests.fusion_cases import (
     FITS_ONLY_AT_A_DEEPER_K,
     PROLOGUE_WITH_AN_OUTPUT,
     QUICK,
+    attention_problems,
     detour_problems,
     head_chain_problems,
     problems,
@@ -359,7 +360,8 @@ def test_the_most_a_relaxed_arrival_holds_is_a_packing_of_its_tensors():
 
 @HYPOTHESIS
 @given(case=st.one_of(subgraph_cases(), subgraph_cases(split_chain_problems()),
-                     subgraph_cases(head_chain_problems())))
+                     subgraph_cases(head_chain_problems()),
+                     subgraph_cases(attention_problems())))
 def test_forced_traffic_is_below_every_subgraph_that_fits(case):
     """The per-op traffic the cover charges unpriced ops, summed over the ops a subgraph
     may be designated for (all but those whose output every schedule writes and this one
@@ -397,6 +399,49 @@ def test_a_split_k_matmul_that_feeds_a_head_through_a_pointwise_op_may_be_a_head
     assert not always_split_root(ctx, 0) and not always_split_root(ctx, 2)
     assert evaluate(problem, solution).total == Fraction(2641, 10)
     assert forced_bound(ctx) <= Fraction(2641, 10)
+
+
+def _attention(capacity: int) -> dict:
+    """``K^T = W^T X^T`` (op 0), ``S = Q K^T`` (1), ``P = Pointwise(S)`` (2), ``P @ V`` (3,
+    K = 32 > native 8) and ``@ Wo`` (4): X^T and K^T 8 x 32, Q and V 32 x 8, S and P
+    32 x 32, unit costs, B = 1."""
+    return {"widths": [32, 8, 32, 8, 32, 32, 8, 8, 8, 8],
+            "heights": [8, 8, 8, 32, 32, 32, 32, 32, 8, 32],
+            "inputs": [[1, 0], [3, 2], [4], [5, 6], [7, 8]],
+            "outputs": [[2], [4], [5], [7], [9]], "base_costs": [1] * 5,
+            "op_types": ["MatMul", "MatMul", "Pointwise", "MatMul", "MatMul"],
+            "fast_memory_capacity": capacity, "slow_memory_bandwidth": 1,
+            "native_granularity": [8, 8]}
+
+
+def test_scores_or_their_softmax_go_through_slow_memory_when_k_t_is_never_whole():
+    """Capacity 200: ``P @ V`` takes the Pointwise op only as a head (S6.4), and then the
+    scores' MatMul would be a head of a head, making all of ``S``'s width in each step from
+    all of ``K^T``; K^T (256 elements) is never whole: too big to load, and making it whole
+    needs all of X^T, an input as big. So a subgraph running the scores writes S or P
+    (1,024) and one running ``P @ V`` loads P or S (1,024); with the graph output's write
+    (256), the forced traffic is 2,304 (256 before). The solver's schedule (5,152, proven)
+    stays above."""
+    problem = parse_problem(_attention(200))
+    ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
+    assert {0, 2} <= never_whole(ctx) and not always_split_root(ctx, 3)
+    assert [ctx.latency(units) for units in forced_traffic(ctx)] == [0, 1024, 0, 1024, 256]
+    assert forced_bound(ctx) == 2304
+    result = solve(problem, "cpsat", reduction_cost="per_op", time_limit_s=10, workers=1)
+    assert result.status == "optimal" and result.total_latency == pytest.approx(5152)
+
+
+def test_no_round_trip_is_claimed_where_k_t_fits():
+    """Capacity 1,000 holds K^T whole: all five ops run as one subgraph at 1,152, below the
+    2,048 a write and a load of S or P would claim, so neither is claimed."""
+    problem = parse_problem(_attention(1000))
+    ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
+    assert not never_whole(ctx)
+    assert [ctx.latency(units) for units in forced_traffic(ctx)] == [0, 0, 0, 0, 256]
+    whole = FusionSolution.model_validate({
+        "subgraphs": [[0, 1, 2, 3, 4]], "granularities": [[8, 8, 8]],
+        "tensors_to_retain": [[]], "subgraph_latencies": [0]})
+    assert evaluate(problem, whole, ctx.rules).total == 1152
 
 
 def test_pointwise_readers_of_a_big_input_in_different_zones_each_pay_its_load():
@@ -457,7 +502,8 @@ def test_the_solver_stops_at_the_forced_traffic_bound_on_benchmark_9():
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])
 @QUICK
-@given(raw=st.one_of(problems(max_ops=7), split_chain_problems(), head_chain_problems()))
+@given(raw=st.one_of(problems(max_ops=7), split_chain_problems(), head_chain_problems(),
+                    attention_problems()))
 def test_cover_bound_with_fillers_is_below_the_best_schedule_found(raw, mode, monkeypatch):
     """With the enumeration cut short, most ops fall to fillers and the cover must still
     stay below what the search finds (must-write rows and forced traffic included), as

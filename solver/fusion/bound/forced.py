@@ -1,14 +1,15 @@
 """The slow-memory traffic every schedule is forced into, per op (``forced_traffic``), and
 the bound it gives on its own (``forced_bound``): split-K reloads, loads of graph inputs
-too big for the capacity, writes every schedule makes, and the loads or recomputation a
-consumer of those writes pays.
+too big for the capacity, writes every schedule makes, the loads or recomputation a
+consumer of those writes pays, and the round trip through slow memory of a Pointwise op's
+input or output where no subgraph can run it with both of its MatMul neighbours.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from solver.fusion.bound.roles import always_split_root, splits_past_native
+from solver.fusion.bound.roles import always_split_root, needs_too_big_operand, splits_past_native
 from solver.fusion.bound.zones import zones
 from solver.fusion.context import ScoringContext
 from solver.fusion.problem import ceil_div
@@ -27,8 +28,10 @@ def forced_traffic(ctx: ScoringContext) -> tuple[int, ...]:
     reach slow memory (``must_write``), since its subgraph writes it; and for each input
     that must be written and cannot be resident, either that input's load or, if its
     producer runs here too, its share of what that producer brings: the producer is not
-    designated here, since its output is consumed here and so not written here. Cached
-    in ``ctx``: the search, the solver's report and the cover all ask for it."""
+    designated here, since its output is consumed here and so not written here. A MatMul on
+    either side of a Pointwise op that can share a subgraph with only one of them also
+    brings that op's input or output written or loaded (``_round_trips``). Cached in
+    ``ctx``: the search, the solver's report and the cover all ask for it."""
     return ctx.memo("forced_traffic", (), lambda: _traffic_per_op(ctx))
 
 
@@ -50,12 +53,67 @@ def _traffic_per_op(ctx: ScoringContext) -> tuple[int, ...]:
             total += min(Fraction(_needed(ctx, t, q), _pointwise_readers(ctx, t, q)),
                          brought[producer] / _fan_out(ctx, producer))
         brought[q] = total
+    trips = _round_trips(ctx)
     out = []
     for q in range(p.num_ops):
         written = [g.size(t) for t in p.outputs[q] if must_write(ctx, t)]
         writes = written[0] if len(p.outputs[q]) == 1 and written else 0
-        out.append(int((brought[q] + writes) * ctx.per_element))
+        out.append(int((brought[q] + writes + trips.get(q, 0)) * ctx.per_element))
     return tuple(out)
+
+
+def _round_trips(ctx: ScoringContext) -> dict[int, Fraction]:
+    """Per op, elements a subgraph that runs it writes or loads because a Pointwise op
+    ``q`` between two MatMuls shares no subgraph with both (a transformer's softmax between
+    its scores and ``P @ V``). ``q`` reads ``S``, made by the MatMul ``m`` and read by
+    ``q`` alone, and makes ``P``; a MatMul ``c`` reads ``P`` once, on a side whose native
+    extent its K exceeds (and K exceeds nk), so S6.4 keeps ``q`` from ``c`` as a root, and
+    as a head ``c`` would make ``m`` a head of a head that needs all of an operand no step
+    can have (``needs_too_big_operand``). ``S`` and ``P`` are larger than the capacity
+    (never resident) and neither must be written otherwise (``must_write``: that write is
+    claimed there). Then a subgraph running ``m`` writes ``S`` (``q`` runs elsewhere) or
+    ``P`` (``c`` does); one running ``c`` loads ``P`` (``q`` runs elsewhere) or, with ``q``,
+    what ``q`` reads of ``S`` (``m`` cannot run there), shared among such readers of ``P``.
+    A write and a load are different traffic, so both claims hold in one subgraph. Only
+    where one input of ``q`` is such an ``S``: two would claim ``P``'s write twice."""
+    g, p = ctx.graph, ctx.problem
+    out: dict[int, Fraction] = {}
+    for q in range(p.num_ops):
+        if g.is_matmul(q) or len(p.outputs[q]) != 1:
+            continue
+        made = p.outputs[q][0]
+        if g.size(made) <= ctx.capacity or must_write(ctx, made):
+            continue
+        trips = {s: readers for s in dict.fromkeys(p.inputs[q])
+                 if (readers := _head_only_readers(ctx, q, s))}
+        if len(trips) != 1:
+            continue
+        (s, readers), = trips.items()
+        maker = g.producer[s]
+        out[maker] = out.get(maker, Fraction(0)) + min(g.size(s), g.size(made))
+        load = Fraction(min(g.size(made), _needed(ctx, s, q)), len(readers))
+        for c in readers:
+            out[c] = out.get(c, Fraction(0)) + load
+    return out
+
+
+def _head_only_readers(ctx: ScoringContext, q: int, s: int) -> list[int]:
+    """The readers ``c`` of the Pointwise op ``q``'s output for which ``_round_trips``
+    holds with ``S = s``; none unless ``s`` fits its rule."""
+    g, p = ctx.graph, ctx.problem
+    maker = g.producer.get(s)
+    if maker is None or not g.is_matmul(maker) or g.consumers[s] != [q] \
+            or g.size(s) <= ctx.capacity or must_write(ctx, s):
+        return []
+    made = p.outputs[q][0]
+    readers = []
+    for c in dict.fromkeys(g.consumers[made]):
+        sides = [side for side, t in enumerate(p.inputs[c]) if t == made]
+        if g.is_matmul(c) and len(sides) == 1 and g.reduction_length(c) > ctx.nk \
+                and splits_past_native(ctx, c, sides[0]) \
+                and needs_too_big_operand(ctx, maker, sides[0]):
+            readers.append(c)
+    return readers
 
 
 def forced_bound(ctx: ScoringContext) -> Fraction:

@@ -10,7 +10,8 @@ MatMul ``m`` of it, else a root. The role changes what ``q`` must compute:
   column tile of ``m``, on its RHS once per row tile; at least ``ceil(extent / native)``;
 - a head feeding a head ``m`` produces, in every step, the whole width (LHS side) or height
   (RHS side) of ``m``'s operand, so it needs all of its own other operand in that step: a
-  graph input larger than the capacity can never be (S12, S5.2), so no such subgraph fits.
+  graph input larger than the capacity can never be (S12, S5.2), nor a tensor that could
+  only be made whole from one (``never_whole``), so no such subgraph fits.
 
 ``q`` can be a root only in an op set without the MatMuls that read its output directly;
 when every connected op set of that kind was priced, an unpriced set can run ``q`` only as a
@@ -122,12 +123,38 @@ def tiles_across(ctx: ScoringContext, m: int, side: int) -> int:
 
 
 def needs_too_big_operand(ctx: ScoringContext, q: int, side: int) -> bool:
-    """Whether ``q``, feeding a head on ``side``, needs a whole graph input larger than the
-    capacity in one step: its RHS when it feeds an LHS, its LHS when it feeds an RHS (S10.3:
-    the head asks for the full width or height of ``q``'s output). A graph input is never
-    resident (S5.2) nor ephemeral, so it counts whole in that step's working set (S12)."""
-    operand = ctx.problem.inputs[q][1 - side]
-    return operand in ctx.graph.graph_inputs and ctx.graph.size(operand) > ctx.capacity
+    """Whether ``q``, feeding a head on ``side``, needs in one step all of an operand that
+    no step can hold or make whole (``never_whole``): its RHS when it feeds an LHS, its LHS
+    when it feeds an RHS (S10.3: the head asks for the full width or height of ``q``'s
+    output)."""
+    return ctx.problem.inputs[q][1 - side] in never_whole(ctx)
+
+
+def never_whole(ctx: ScoringContext) -> frozenset[int]:
+    """The tensors no step can have all of: each is larger than the capacity, so it is never
+    whole in a working set (loaded or resident, S12), and it is a graph input (never
+    ephemeral) or its producer would need all of such a tensor to make all of it in one
+    step: a MatMul then is a head and reduces each output element over its whole K (S6.3),
+    so it needs both operands whole; a Pointwise op needs each input no larger than its
+    output whole. On a transformer block, ``K^T = W_k^T X^T`` with ``X^T`` an input larger
+    than the capacity: a head making all of ``K^T`` needs all of ``X^T``. Cached in ``ctx``."""
+    return ctx.memo("never_whole", (), lambda: _never_whole(ctx))
+
+
+def _never_whole(ctx: ScoringContext) -> frozenset[int]:
+    """The set behind ``never_whole`` (uncached), producers before consumers."""
+    g, p = ctx.graph, ctx.problem
+    out = {t for t in g.graph_inputs if g.size(t) > ctx.capacity}
+    for q in g.topological_order:
+        for t in p.outputs[q]:
+            if g.size(t) <= ctx.capacity:
+                continue
+            needed = p.inputs[q] if g.is_matmul(q) else [
+                u for u in p.inputs[q] if p.heights[u] <= p.heights[t]
+                and p.widths[u] <= p.widths[t]]
+            if any(u in out for u in needed):
+                out.add(t)
+    return frozenset(out)
 
 
 def splits_past_native(ctx: ScoringContext, q: int, side: int) -> bool:
@@ -150,8 +177,8 @@ def _possible_heads(ctx: ScoringContext) -> frozenset[int]:
     operand of a MatMul ``c`` directly, or through Pointwise ops where ``c`` may take an
     operand a Pointwise op makes: as a root that S6.4 lets do so (its K at most nk, or at
     most the native w for an LHS, h for an RHS), or as a head itself (S6.4 binds roots
-    only) unless, feeding that head, ``q`` would need all of a graph input larger than the
-    capacity (``needs_too_big_operand``). MatMuls are walked last to first, so each ``c``
+    only) unless, feeding that head, ``q`` would need all of a tensor no step can have
+    whole (``needs_too_big_operand``). MatMuls are walked last to first, so each ``c``
     is settled before any MatMul reaching it. (Taking every such ``c`` for a root, as
     before, let the forced traffic claim a head's reloads that it never makes.)"""
     g = ctx.graph
