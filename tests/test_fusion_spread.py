@@ -1,7 +1,10 @@
-"""``spread``: a window's improvement copied onto the twin stretches of the schedule, and
+"""``spread``: a window's improvement copied onto the twin stretches of the schedule;
+``copy_fastest``: a stretch given the subgraphs of a faster one that runs twin ops; and
 ``Window.holds``, the window's constraints checked on a given sequence."""
 
 from __future__ import annotations
+
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,14 +12,15 @@ from hypothesis import strategies as st
 from models.fusion import parse_problem
 from solver.fusion import teamkorea
 from solver.fusion.context import ScoringContext
-from solver.fusion.cpsat import accepted_whole, as_planned, total
+from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, total
 from solver.fusion.cpsat_model import frame
 from solver.fusion.evaluate import evaluate
-from solver.fusion.problem import DEFAULT_RULES
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import DEFAULT_RULES, Rules
 from solver.fusion.schedule import to_solution
-from solver.fusion.spread import spread
+from solver.fusion.spread import MOST_SUBGRAPHS, copy_fastest, spread
 from solver.fusion.variants import Variant, make_variant
-from tests.fusion_cases import QUICK, greedy_windows
+from tests.fusion_cases import QUICK, greedy_windows, problems
 
 
 def two_chains(reader_of_the_second: bool) -> dict:
@@ -131,3 +135,58 @@ def test_a_window_holds_a_sequence_exactly_when_the_evaluator_accepts_it():
 
     check()
     assert seen == {True, False}
+
+
+def test_a_stretch_cut_otherwise_takes_the_subgraphs_of_a_faster_twin_stretch():
+    """The first chain runs as one subgraph, the second as [3, 4], [5]: alike op for op but
+    not subgraph for subgraph, so ``spread`` never compares them; ``copy_fastest`` gives
+    the second chain the first one's subgraph."""
+    ctx = ScoringContext(parse_problem(two_chains(False)), every_tile=True)
+    schedule = [fused(ctx, (0, 1, 2)), fused(ctx, (3, 4)), alone(ctx, 5)]
+    assert schedule[0].latency < schedule[1].latency + schedule[2].latency
+    out = copy_fastest(ctx, schedule, time.monotonic() + 10)
+    assert [v.ops for v in out] == [(0, 1, 2), (3, 4, 5)]
+    assert_valid(ctx, out)
+
+
+def test_a_faster_twin_stretch_is_not_copied_where_its_tensors_are_read_later():
+    """Op 6 reads T5 after the second chain: fused as the first is, it would not write T5."""
+    ctx = ScoringContext(parse_problem(two_chains(True)), every_tile=True)
+    schedule = [fused(ctx, (0, 1, 2)), fused(ctx, (3, 4)), alone(ctx, 5), alone(ctx, 6)]
+    assert copy_fastest(ctx, schedule, time.monotonic() + 10) == schedule
+
+
+def doubled(raw: dict) -> dict:
+    """Two copies of a problem side by side: the second's ops and tensors follow the
+    first's, numbered alike."""
+    n, m = len(raw["op_types"]), len(raw["widths"])
+    out = dict(raw)
+    for key in ("widths", "heights"):
+        out[key] = raw[key] * 2
+    for key in ("inputs", "outputs"):
+        out[key] = raw[key] + [[t + m for t in ts] for ts in raw[key]]
+    for key in ("base_costs", "op_types"):
+        out[key] = raw[key] * 2
+    assert len(out["op_types"]) == 2 * n
+    return out
+
+
+@QUICK
+@given(raw=problems(max_ops=5))
+def test_copies_onto_a_twin_copy_of_the_graph_keep_the_schedule_valid_and_faster(raw):
+    """Greedy's schedule for the first copy, then the second copy unfused: every copy made
+    keeps the schedule valid and makes it faster, and where greedy's copy is the faster one
+    some copy is made."""
+    ctx = ScoringContext(parse_problem(doubled(raw)), Rules())
+    single = ScoringContext(parse_problem(raw), Rules())
+    first = [make_variant(ctx, v.ops, v.retained_in, v.retained_out)
+             for v in as_variants(single, greedy(single))]
+    n = single.problem.num_ops
+    second = [alone(ctx, q + n) for q in single.graph.topological_order]
+    schedule = [*first, *second]
+    assert_valid(ctx, schedule)
+    out = copy_fastest(ctx, schedule, time.monotonic() + 10)
+    assert_valid(ctx, out)
+    assert total(out) <= total(schedule)
+    if total(first) < total(second) and len(first) <= MOST_SUBGRAPHS:
+        assert total(out) < total(schedule)

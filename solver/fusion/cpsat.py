@@ -71,7 +71,7 @@ from solver.fusion.retile import retile
 from solver.fusion.schedule import Planned, offer, to_solution
 from solver.fusion.score import ScoringContext, ScoringTimeout
 from solver.fusion.sequence import shortest_sequence
-from solver.fusion.spread import spread
+from solver.fusion.spread import copy_fastest, spread
 from solver.fusion.variants import Variant, make_variant, retention_options, variant
 
 WHOLE_GRAPH_BUDGET = 3000
@@ -250,6 +250,9 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         if _better(ctx, joined, incumbent):
             incumbent = joined
             copied = spread(ctx, incumbent, inside, found, a)
+            if _better(ctx, copied, incumbent):
+                incumbent = copied
+            copied = copy_fastest(ctx, incumbent, min(deadline, now() + WINDOW_S))
             if _better(ctx, copied, incumbent):
                 incumbent = copied
             _improved(ctx, incumbent, floor)
