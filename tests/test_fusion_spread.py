@@ -159,15 +159,12 @@ def test_a_faster_twin_stretch_is_not_copied_where_its_tensors_are_read_later():
 def doubled(raw: dict) -> dict:
     """Two copies of a problem side by side: the second's ops and tensors follow the
     first's, numbered alike."""
-    n, m = len(raw["op_types"]), len(raw["widths"])
+    m = len(raw["widths"])
     out = dict(raw)
-    for key in ("widths", "heights"):
+    for key in ("widths", "heights", "base_costs", "op_types"):
         out[key] = raw[key] * 2
     for key in ("inputs", "outputs"):
         out[key] = raw[key] + [[t + m for t in ts] for ts in raw[key]]
-    for key in ("base_costs", "op_types"):
-        out[key] = raw[key] * 2
-    assert len(out["op_types"]) == 2 * n
     return out
 
 

@@ -112,7 +112,10 @@ def _copy_one(ctx: ScoringContext, schedule: Sequence[Variant], rank: dict[int, 
 def _op_set_key(ctx: ScoringContext, ordered: Sequence[int]) -> tuple:
     """What a twin op set shares with ``ordered``, op by op: type, base cost, output
     shapes, and each input as the op of the set making it or, for one made outside, its
-    first place among those and its shape."""
+    first place among those and its shape. Looser than ``twins.signature``, which also
+    tells a graph input from a tensor made elsewhere: a layer fed by the graph's input and
+    one fed by the layer before are alike here, and the copy is scored and checked on its
+    own stretch anyway."""
     g, p = ctx.graph, ctx.problem
     place = {q: i for i, q in enumerate(ordered)}
     outside: dict[int, int] = {}
