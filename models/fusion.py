@@ -347,7 +347,9 @@ class LowerBoundsReport(BaseModel):
     forced: float | None = Field(
         None, description="the slow-memory traffic every schedule is forced into, summed "
         "over the ops (split-K reloads, writes every schedule makes, loads of big graph "
-        "inputs and of must-write tensors; cpsat)")
+        "inputs and of must-write tensors; cpsat); under the teamkorea reading, what its "
+        "MatMuls pay: operand reloads where K is split, the compute of the few tiles that "
+        "fit whole-K strips where it is not")
     cover: float | None = Field(
         None, description="the cheapest cover of the ops by connected op sets, each priced "
         "at the least latency any subgraph of them can have (cpsat, when time allows)")

@@ -144,7 +144,7 @@ def connected_ops(draw: st.DrawFn, g: FusionGraph) -> tuple[int, ...]:
     return tuple(q for q in g.topological_order if q in chosen)
 
 
-class _Builder:
+class ProblemBuilder:
     """The tensors and ops of a problem drawn piece by piece."""
 
     def __init__(self, shapes: list[tuple[int, int]]):
@@ -165,6 +165,14 @@ class _Builder:
         self.types.append(kind)
         return self.outputs[-1][0]
 
+    def raw(self, base_costs: list[int], capacity: int, bandwidth: int,
+            native: list[int]) -> dict[str, Any]:
+        """Contest JSON of the ops drawn so far."""
+        return {"widths": self.widths, "heights": self.heights, "inputs": self.inputs,
+                "outputs": self.outputs, "op_types": self.types, "base_costs": base_costs,
+                "fast_memory_capacity": capacity, "slow_memory_bandwidth": bandwidth,
+                "native_granularity": native}
+
     def problem(self, draw: st.DrawFn, native: list[int], most_cost: int = 400,
                 roomy: bool = False) -> dict[str, Any]:
         """Contest JSON with a capacity near one of the tensor sizes (some must be written,
@@ -173,15 +181,9 @@ class _Builder:
         sizes = sorted({w * h for w, h in zip(self.widths, self.heights, strict=True)})
         if roomy:
             sizes.append(sum(w * h for w, h in zip(self.widths, self.heights, strict=True)))
-        data = {
-            "widths": self.widths, "heights": self.heights, "inputs": self.inputs,
-            "outputs": self.outputs, "op_types": self.types,
-            "base_costs": [draw(st.integers(1, most_cost)) for _ in self.types],
-            "fast_memory_capacity": max(1, draw(st.sampled_from(sizes))
-                                        + draw(st.integers(-1, 64))),
-            "slow_memory_bandwidth": draw(st.sampled_from([1, 2, 5])),
-            "native_granularity": native,
-        }
+        data = self.raw([draw(st.integers(1, most_cost)) for _ in self.types],
+                        max(1, draw(st.sampled_from(sizes)) + draw(st.integers(-1, 64))),
+                        draw(st.sampled_from([1, 2, 5])), native)
         try:
             unfused(ScoringContext(parse_problem(data)))
         except NoSolutionError:
@@ -199,7 +201,7 @@ def split_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
     native = draw(st.sampled_from([[16, 16], [8, 8], [16, 8]]))
     rows = draw(st.sampled_from([8, 16, 24]))
     depth, wide = draw(st.sampled_from([16, 24, 32])), draw(st.sampled_from([24, 32, 48]))
-    b = _Builder([(depth, rows)])
+    b = ProblemBuilder([(depth, rows)])
     x = 0
     for _ in range(draw(st.integers(1, 2))):
         up = b.op("MatMul", [x, b.tensor(wide, depth)], wide, rows)
@@ -220,7 +222,7 @@ def head_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
     rows = draw(st.sampled_from([4, 8, 16]))
     first_k, middle_k = draw(st.sampled_from([16, 32])), draw(st.sampled_from([24, 32, 64]))
     out = draw(st.sampled_from([1, 4]))
-    b = _Builder([(first_k, rows)])
+    b = ProblemBuilder([(first_k, rows)])
     first = b.op("MatMul", [0, b.tensor(middle_k, first_k)], middle_k, rows)
     act = b.op("Pointwise", [first], middle_k, rows)
     middle = b.op("MatMul", [act, b.tensor(out, middle_k)], out, rows)
@@ -238,7 +240,7 @@ def attention_problems(draw: st.DrawFn) -> dict[str, Any]:
     draws leave room for all of ``K^T``, most do not."""
     native = draw(st.sampled_from([[8, 8], [16, 8]]))
     seq, width = draw(st.sampled_from([16, 24, 32])), draw(st.sampled_from([4, 8]))
-    b = _Builder([(seq, width)])  # X^T: width rows, seq columns
+    b = ProblemBuilder([(seq, width)])  # X^T: width rows, seq columns
     kt = b.op("MatMul", [b.tensor(width, width), 0], seq, width)
 
     def projected() -> int:
@@ -380,7 +382,7 @@ def shared_weight_problems(draw: st.DrawFn, max_chains: int = 3) -> dict[str, An
     rows = draw(st.sampled_from([native // 2, native, 2 * native]))
     depth = draw(st.sampled_from([2 * native, 3 * native, 4 * native]))
     cols = draw(st.sampled_from([native // 2, native]))
-    b = _Builder([(depth, depth), (depth, depth)])  # W0, W1
+    b = ProblemBuilder([(depth, depth), (depth, depth)])  # W0, W1
     total = None
     for _ in range(draw(st.integers(1, max_chains))):
         hidden = b.op("MatMul", [b.tensor(depth, rows), 0], depth, rows)

@@ -28,8 +28,8 @@
    (``retile``): the search's own candidates are powers of two, caps and a few narrowings.
 
 A schedule whose latency reaches the problem's lower bound (compute, I/O or the traffic
-every schedule is forced into, ``bound.forced_bound``) is optimal outright, and the search
-stops there.
+every schedule is forced into, ``bound.forced_bound``; under the TeamKorea reading what its
+MatMuls pay, ``bound.split_k``) is optimal outright, and the search stops there.
 
 Every schedule is re-checked by the evaluator before it is returned.
 """
@@ -46,7 +46,7 @@ from ortools.sat.python import cp_model
 
 from solver import progress
 from solver.deadline import limit_cpsat, now, run_cpsat
-from solver.fusion.bound import forced_bound
+from solver.fusion.bound import reading_bound
 from solver.fusion.bound.roles import never_together
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat_model import (
@@ -170,9 +170,8 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     With ``ctx.every_tile`` (the default reading), greedy's subgraphs and, at the end, the
     search's own are each taken to the fastest of every integer granularity (``retile``),
     in ``RETILE_SHARE`` of the time each."""
-    floor = lower_bounds(ctx.problem, ctx.rules.reduction_cost, ctx.semantics).total
-    if ctx.semantics == "default":  # the forced traffic follows SEMANTICS.md
-        floor = max(floor, forced_bound(ctx))
+    floor = max(lower_bounds(ctx.problem, ctx.rules.reduction_cost, ctx.semantics).total,
+                reading_bound(ctx))
     if not (ctx.every_tile and ctx.semantics == "default"):
         return _search(ctx, deadline, windows_end, floor, seed, workers, 0.0)
     share = RETILE_SHARE * (min(deadline, windows_end or deadline) - now())

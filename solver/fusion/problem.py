@@ -197,15 +197,28 @@ class FusionGraph:
         not ephemeral, and an ephemeral output has a reader inside, so following readers
         from the op ends at one of them: the grid is the shape of the op's own output or of
         one downstream of it."""
+        return self.least_grids_through(None)
+
+    def least_grids_through(self, matmuls: int | None) -> list[LeastGrid]:
+        """``least_grids`` over the readers reached through at most ``matmuls`` MatMuls
+        (any number if None): a subgraph that splits K runs one MatMul or one head-tail
+        pair, so its grid follows fewer readers (``bound/split_k.py``)."""
         nw, nh, _ = self.native
         p = self.problem
+        own = [[LeastGrid(ceil_div(p.widths[t], nw) * ceil_div(p.heights[t], nh),
+                          p.widths[t], p.heights[t], p.widths[t] * p.heights[t])
+                for t in p.outputs[q]] for q in range(p.num_ops)]
         found: dict[int, LeastGrid] = {}
-        for q in reversed(self.topological_order):
-            shapes = [LeastGrid(ceil_div(p.widths[t], nw) * ceil_div(p.heights[t], nh),
-                                p.widths[t], p.heights[t], p.widths[t] * p.heights[t])
-                      for t in p.outputs[q]]
-            shapes += [found[c] for t in p.outputs[q] for c in self.consumers[t]]
-            found[q] = LeastGrid(*map(min, zip(*shapes, strict=True)))
+        for depth in range(1 if matmuls is None else matmuls + 1):
+            through_fewer, found = found, {}  # through one MatMul fewer
+            for q in reversed(self.topological_order):
+                shapes = list(own[q])
+                for c in (c for t in p.outputs[q] for c in self.consumers[t]):
+                    if matmuls is None or not self.is_matmul(c):
+                        shapes.append(found[c])
+                    elif depth:
+                        shapes.append(through_fewer[c])
+                found[q] = LeastGrid(*map(min, zip(*shapes, strict=True)))
         return [found[q] for q in range(p.num_ops)]
 
     def reduction_length(self, op: int) -> int:

@@ -26,7 +26,7 @@ from solver.collector import young_collections_only
 from solver.deadline import Deadline, deterministic, now, wrap_up_s
 from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
-from solver.fusion.bound import CoverBound, cover_bound, forced_bound
+from solver.fusion.bound import CoverBound, cover_bound, reading_bound
 from solver.fusion.bound.background import start as start_cover
 from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, cpsat_search, total
 from solver.fusion.evaluate import evaluate
@@ -132,9 +132,10 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     workers or more (not deterministic) the cover bound runs in a forked child beside the
     search for the whole time (``bound/background.py``); else after it, in what is left.
 
-    Under the teamkorea reading the bound is that reading's compute and I/O bound (the
-    forced-traffic and cover bounds follow SEMANTICS.md, so no time is kept for them; the
-    search ends ``OVERRUN_SHARE`` early instead), ``optimal`` needs that bound reached (the
+    Under the teamkorea reading the bound is that reading's compute and I/O bound and what
+    its MatMuls pay (``bound/split_k.py``, reported as ``forced``; the forced-traffic and
+    cover bounds follow SEMANTICS.md, so no time is kept for them; the search ends
+    ``OVERRUN_SHARE`` early instead), ``optimal`` needs that bound reached (the
     model's proofs are not trusted there), and the search keeps only schedules that reading
     accepts whole (``cpsat.accepted_whole``: our model allows an ephemeral tensor read by a
     subgraph that does not recompute it, which it refuses)."""
@@ -155,12 +156,11 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
                                  workers=workers)
         schedule = found.schedule
         bound = lower_bounds(problem, rules.reduction_cost, semantics).total
-        forced = cover = None
+        cover = None
         if semantics == "teamkorea":
             schedule = _accepted(ctx, schedule, deadline)
-        else:
-            forced = forced_bound(ctx)
-            bound = max(bound, forced)
+        forced = reading_bound(ctx)
+        bound = max(bound, forced)
         objective = total(schedule)
         if objective > bound:
             if background is not None:
