@@ -529,6 +529,7 @@ TABLES = {
     "fusion-suite-tkcopy": Table("fusion-suite-tkcopy.json", fusion_suite_tables),
     "fusion-suite-seed7-tk": Table("fusion-suite-seed7-tk.json", fusion_suite_tables),
     "fusion-suite-tksplitk": Table("fusion-suite-tksplitk.json", fusion_suite_tables),
+    "fusion-suite-tkmixed": Table("fusion-suite-tkmixed.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),

@@ -3,80 +3,132 @@
 That reading splits K in a subgraph with one MatMul, or one head-tail pair, only, and then
 every tile loads again the slices of every k-step: such a subgraph waits at least on its
 MatMuls' operand loads (``split_loads``). With one k-step, a MatMul holds whole-K strips of
-its operands for the tile, which caps the tile, and every op there pays its base once per
-tile (``one_step_tiles``). A subgraph's latency is at least the larger of its compute and
-its traffic, so at least ``lam`` times the one plus ``1 - lam`` times the other: summed
-over the subgraphs, each op claimed once where it runs (loads of slices no other read there
-shares; compute per op), that gives a bound for every ``lam``, and the best is taken.
-docs/fusion.md, "The TeamKorea reading", gives the argument.
+its operands for the tile, which caps the tile: every op there pays its base once per
+tile, and the strips move again as the tiles change row and column
+(``one_step_configs``). A subgraph's latency is at least the larger of its compute and its
+traffic, so at least ``lam`` times the one plus ``1 - lam`` times the other: each op
+claims its part where it runs (loads of slices no other read there shares, or a share of
+them; compute per op), the claims of a subgraph's ops add up to at most its latency, and
+their sum over the ops bounds every schedule (``Claims``). docs/fusion.md, "The TeamKorea
+reading", gives the argument.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
+from typing import Any
 
 from solver.fusion.problem import FusionGraph, ceil_div, exact
 from solver.fusion.teamkorea import Role
 
 
 def split_k_bound(g: FusionGraph) -> Fraction:
-    """The largest sum of ``Claims.at`` over ``lam`` in [0, 1]: a sum of concave
-    piecewise-linear functions, so largest at 0, 1 or where some MatMul's claims cross."""
-    claims = Claims(g)
-    return max(sum(claims.at(lam), Fraction(0)) for lam in claims.breakpoints())
+    """The larger ``Claims.bound`` of the two ways of claiming in subgraphs with one
+    k-step."""
+    claims = Claims.of(g)
+    return max(claims.bound(mixed) for mixed in (False, True))
 
 
+def _most(f: Callable[[float], float]) -> Fraction:
+    """Where the concave ``f`` is largest on [0, 1], near enough: the best of a grid, then
+    a ternary search next to it."""
+    steps = 16
+    best = max(range(steps + 1), key=lambda i: f(i / steps))
+    low, high = max(0, best - 1) / steps, min(steps, best + 1) / steps
+    for _ in range(60):
+        left, right = low + (high - low) / 3, high - (high - low) / 3
+        if f(left) < f(right):
+            low = left
+        else:
+            high = right
+    middle = (low + high) / 2
+    return Fraction(middle) if f(middle) > f(best / steps) else Fraction(best, steps)
+
+
+Number = Any
+"""A Fraction (exact claims) or a float (the same, for the search over ``lam``)."""
+
+
+@dataclass(frozen=True)
 class Claims:
-    """Per op, what the subgraph it is claimed in pays for it at least."""
+    """Per op, what the subgraph it is claimed in pays for it at least (time units)."""
 
-    def __init__(self, g: FusionGraph):
+    compute: list[Number]
+    """Per op, its base once per tile of its least grid."""
+    io: list[Number]
+    """Per op, the writes of its graph outputs (never retained under the reading) and,
+    for a Pointwise op, its share of the loads of the graph inputs it reads (tile by tile
+    over its least grid, shared by their Pointwise readers; other slices than any
+    MatMul's)."""
+    split: dict[int, Number]
+    """Per MatMul, its operand loads in a subgraph that splits K, and its ``io``."""
+    unsplit: dict[int, list[tuple[Number, Number]]]
+    """Per MatMul, (compute, loads) of the subgraphs with one k-step
+    (``one_step_configs``; the least compute first; empty: none fits)."""
+
+    @classmethod
+    def of(cls, g: FusionGraph) -> Claims:
+        """The claims of every op of ``g``."""
         p = g.problem
         grids = Grids(g)
         bandwidth = exact(p.slow_memory_bandwidth)
         outputs = set(g.graph_outputs)
-        self.compute = [exact(p.base_costs[q]) * grid.tiles
-                        for q, grid in enumerate(g.least_grids)]
-        """Per op, its base once per tile of its least grid."""
-        self.split: dict[int, Fraction] = {}
-        """Per MatMul, its operand loads (time units) in a subgraph that splits K, and
-        the write of its output if a graph output (never retained under the reading)."""
-        self.unsplit: dict[int, Fraction | None] = {}
-        """Per MatMul, its compute in a subgraph with one k-step (None: none fits)."""
-        for q in range(p.num_ops):
-            if g.is_matmul(q):
-                written = sum(g.size(t) for t in p.outputs[q] if t in outputs)
-                self.split[q] = Fraction(split_loads(g, q, grids) + written, bandwidth)
-                tiles = one_step_tiles(g, q, grids)
-                self.unsplit[q] = None if tiles is None else exact(p.base_costs[q]) * tiles
+        io = [Fraction(sum(g.size(t) for t in p.outputs[q] if t in outputs), bandwidth)
+              for q in range(p.num_ops)]
+        for t in g.graph_inputs:
+            readers = [q for q in g.consumers[t] if not g.is_matmul(q)]
+            for q in readers:
+                least = min(g.least_grids[r].area for r in readers)
+                io[q] += Fraction(least, len(readers) * bandwidth)
+        matmuls = [q for q in range(p.num_ops) if g.is_matmul(q)]
+        return cls(
+            compute=[exact(p.base_costs[q]) * grid.tiles for q, grid in enumerate(g.least_grids)],
+            io=io,
+            split={q: io[q] + Fraction(split_loads(g, q, grids), bandwidth) for q in matmuls},
+            unsplit={q: [(exact(p.base_costs[q]) * tiles, moved / bandwidth)
+                         for tiles, moved in one_step_configs(g, q, grids)] for q in matmuls})
 
-    def at(self, lam: Fraction) -> list[Fraction]:
-        """Each Pointwise op its compute times ``lam`` (a subgraph that splits K may hide
-        it behind loads); each MatMul the lesser of what a subgraph that splits K pays
-        for it (``lam`` of its compute, the rest of its loads) and what one that does not
-        pays (its compute there). Any subgraph's latency is at least the sum over its ops
-        (the larger of compute and traffic is at least any mix of the two)."""
+    def bound(self, mixed: bool) -> Fraction:
+        """The largest sum of ``at`` over ``lam`` in [0, 1]: a sum of concave
+        piecewise-linear functions of ``lam``, searched in floating point; any ``lam``
+        gives a bound, which is then summed exactly."""
+        rough = self.floats()
+        lam = _most(lambda x: sum(rough.at(x, mixed)))
+        return sum(self.at(lam, mixed), Fraction(0))
+
+    def floats(self) -> Claims:
+        """The same claims in floating point."""
+        return Claims([float(x) for x in self.compute], [float(x) for x in self.io],
+                      {q: float(x) for q, x in self.split.items()},
+                      {q: [(float(c), float(m)) for c, m in points]
+                       for q, points in self.unsplit.items()})
+
+    def at(self, lam: Number, mixed: bool) -> list[Number]:
+        """Each Pointwise op ``lam`` of its compute and the rest of its ``io``; each MatMul
+        the lesser of what a subgraph that splits K pays for it (``lam`` of its compute,
+        the rest of its loads and writes) and what one with one k-step pays: its compute
+        there (a Pointwise op no more than its compute either), or with ``mixed``, ``lam``
+        of that compute and the rest of its loads and writes. A subgraph's latency is at
+        least any mix of its compute and its traffic, so, with one mix for every subgraph
+        that splits K and one for every other, it is at least the sum over its ops.
+        ``lam`` a Fraction (exact) or a float (for the search)."""
         out = []
         for q, compute in enumerate(self.compute):
             if q not in self.split:
-                out.append(lam * compute)
+                claim = lam * compute + (1 - lam) * self.io[q]
+                out.append(claim if mixed else min(claim, compute))
                 continue
-            mixed = lam * compute + (1 - lam) * self.split[q]
-            unsplit = self.unsplit[q]
-            out.append(mixed if unsplit is None else min(mixed, unsplit))
+            claim = lam * compute + (1 - lam) * self.split[q]
+            points = self.unsplit[q]
+            if points and mixed:
+                claim = min(claim, *(lam * c + (1 - lam) * (m + self.io[q]) for c, m in points))
+            elif points:
+                claim = min(claim, points[0][0])
+            out.append(claim)
         return out
-
-    def breakpoints(self) -> set[Fraction]:
-        """0, 1, and where a MatMul's two claims cross in between."""
-        found = {Fraction(0), Fraction(1)}
-        for q, unsplit in self.unsplit.items():
-            split, compute = self.split[q], self.compute[q]
-            if unsplit is not None and split != compute:
-                lam = (split - unsplit) / (split - compute)
-                if 0 < lam < 1:
-                    found.add(lam)
-        return found
 
 
 class Grids:
@@ -154,32 +206,54 @@ def split_loads(g: FusionGraph, q: int, grids: Grids) -> int:
     return least or 0
 
 
-def one_step_tiles(g: FusionGraph, q: int, grids: Grids) -> int | None:
-    """The fewest tiles of any subgraph with one k-step that runs ``q`` and fits the
-    capacity, or None if none fits: ``q``'s own buffers (``teamkorea.working_set``, whole
-    K per strip; a head's streamed operand whole) must fit, which caps the tile."""
+def one_step_configs(g: FusionGraph, q: int, grids: Grids) -> list[tuple[int, Fraction]]:
+    """(tiles, elements loaded) of the subgraphs with one k-step that run ``q`` and fit
+    the capacity, at least, none of them doing better on both (empty if none fits).
+
+    ``q``'s own buffers (``teamkorea.working_set``, whole K per strip; a head's streamed
+    operand whole) must fit, which caps the tile. Its strips are keyed by tile row (LHS)
+    or column (RHS): each row's and column's at least once, and where both are loaded every
+    tile after the first changes row or column, so loads one (at least K times the
+    tile's smaller side: over the grid, K times its area over the tile's larger side).
+    Other MatMuls of the subgraph reading the same tensor may share those loads, so they
+    count divided by the most MatMuls reading one of them. For one tile width, the
+    tallest tile that fits has the fewest tiles and loads."""
     p = g.problem
     nw, nh, _ = g.native
     grid = (grids.any if g.reduction_length(q) <= nw else grids.paired)[q]
     capacity = exact(p.fast_memory_capacity)
     k = g.reduction_length(q)
     out = p.outputs[q][0]
-    least: int | None = None
+    found: dict[int, Fraction] = {}  # tiles -> least loads
     for role in possible_roles(g, q):
         lhs, rhs = (_paid(g, q, role, pos, split=False) for pos in (0, 1))
+        readers = max([1] + [sum(g.is_matmul(c) for c in g.consumers[p.inputs[q][pos]])
+                             for pos, paid in enumerate((lhs, rhs)) if paid])
         per_h = per_w = fixed = 0  # buffers: per tile row of height, per column, whole
         kind = role.kind
         if kind == "lhs_head":
             per_h, fixed = lhs * k, rhs * k * p.widths[out]
+            loads = lhs * k * grid.height + rhs * k * p.widths[out]
         elif kind == "rhs_head":
             fixed, per_w = lhs * p.heights[out] * k, rhs * k
+            loads = lhs * p.heights[out] * k + rhs * k * grid.width
         else:
             per_h, per_w = lhs * k, rhs * k
-        for w in range(1, min(nw, grid.width) + 1):
+            loads = lhs * k * grid.height + rhs * k * grid.width
+        for w in range(1, nw + 1):
             room = capacity - fixed - per_w * w
             if room < per_h:
                 break  # wider tiles leave less room still
-            h = min(nh, grid.height, int(room // per_h) if per_h else nh)
+            h = min(nh, int(room // per_h) if per_h else nh)
             tiles = max(grid.tiles, ceil_div(grid.width, w) * ceil_div(grid.height, h))
-            least = tiles if least is None else min(least, tiles)
-    return least
+            moved = Fraction(loads)
+            if lhs and rhs and kind not in ("lhs_head", "rhs_head"):
+                moved = max(moved, Fraction(k * grid.area, max(w, h)))
+            moved /= readers
+            if tiles not in found or moved < found[tiles]:
+                found[tiles] = moved
+    front: list[tuple[int, Fraction]] = []
+    for tiles in sorted(found):  # fewer tiles first: keep those that also load less
+        if not front or found[tiles] < front[-1][1]:
+            front.append((tiles, found[tiles]))
+    return front
