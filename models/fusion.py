@@ -348,8 +348,8 @@ class LowerBoundsReport(BaseModel):
         None, description="the slow-memory traffic every schedule is forced into, summed "
         "over the ops (split-K reloads, writes every schedule makes, loads of big graph "
         "inputs and of must-write tensors; cpsat); under the teamkorea reading, what its "
-        "MatMuls pay: operand reloads where K is split, the compute of the few tiles that "
-        "fit whole-K strips where it is not")
+        "ops pay: a MatMul's operand reloads where K is split, else the few tiles its "
+        "whole-K strips allow and their loads; a Pointwise op's compute and I/O")
     cover: float | None = Field(
         None, description="the cheapest cover of the ops by connected op sets, each priced "
         "at the least latency any subgraph of them can have (cpsat, when time allows)")

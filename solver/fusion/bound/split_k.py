@@ -10,7 +10,8 @@ traffic, so at least ``lam`` times the one plus ``1 - lam`` times the other: eac
 claims its part where it runs (loads of slices no other read there shares, or a share of
 them; compute per op), the claims of a subgraph's ops add up to at most its latency, and
 their sum over the ops bounds every schedule (``Claims``). docs/fusion.md, "The TeamKorea
-reading", gives the argument.
+reading", gives the argument; it rests on that reading's slice keys (``teamkorea._operand``)
+and chain rules, so a change there needs it checked again.
 """
 
 from __future__ import annotations
@@ -216,8 +217,8 @@ def one_step_configs(g: FusionGraph, q: int, grids: Grids) -> list[tuple[int, Fr
     tile after the first changes row or column, so loads one (at least K times the
     tile's smaller side: over the grid, K times its area over the tile's larger side).
     Other MatMuls of the subgraph reading the same tensor may share those loads, so they
-    count divided by the most MatMuls reading one of them. For one tile width, the
-    tallest tile that fits has the fewest tiles and loads."""
+    count divided by the most MatMuls (anywhere in the graph) reading one of them. For one
+    tile width, the tallest tile that fits has the fewest tiles and loads."""
     p = g.problem
     nw, nh, _ = g.native
     grid = (grids.any if g.reduction_length(q) <= nw else grids.paired)[q]
