@@ -81,9 +81,11 @@ class Claims:
               for q in range(p.num_ops)]
         for t in g.graph_inputs:
             readers = [q for q in g.consumers[t] if not g.is_matmul(q)]
-            for q in readers:
-                least = min(g.least_grids[r].area for r in readers)
-                io[q] += Fraction(least, len(readers) * bandwidth)
+            if readers:
+                share = Fraction(min(g.least_grids[r].area for r in readers),
+                                 len(readers) * bandwidth)
+                for q in readers:
+                    io[q] += share
         matmuls = [q for q in range(p.num_ops) if g.is_matmul(q)]
         return cls(
             compute=[exact(p.base_costs[q]) * grid.tiles for q, grid in enumerate(g.least_grids)],
