@@ -13,7 +13,7 @@ MatMul shares from 0 to 0.75. Dimensions are mostly multiples of 128, with some
 feature-map and channel sizes that are not (196, 784, 64, 96, ...); base costs and
 bandwidths are the official ones' values; the native granularity is 128 x 128.
 
-    .venv/bin/python benchmarks/fusion_generate.py [--seed 0] [--count 66] [--out DIR]
+    .venv/bin/python benchmarks/fusion_generate.py [--seed 0] [--count 66] [--ops N] [--out DIR]
 
 The capacity is a multiple (0.5 to 16) of the largest working set an op alone needs at the
 native granularity: even at 0.5 every op fits alone at half the native tile, so every
@@ -350,15 +350,17 @@ def _sizes(count: int, rng: random.Random) -> list[int]:
     return out
 
 
-def suite(seed: int = 0, count: int = DEFAULT_COUNT) -> list[tuple[str, Problem]]:
+def suite(seed: int = 0, count: int = DEFAULT_COUNT,
+          ops: int | None = None) -> list[tuple[str, Problem]]:
     """The development suite: ``count`` problems, the families in turn, each family's
-    problems from the smallest to the largest, named ``gen-FAMILY-NN``."""
+    problems from the smallest to the largest, named ``gen-FAMILY-NN``; with ``ops``, every
+    problem of that many ops (a scale run) instead."""
     names = list(FAMILIES)
     out = []
     for f, name in enumerate(names):
         members = len(range(f, count, len(names)))
         rng = random.Random(f"fusion-suite/{seed}/{name}")
-        sizes = _sizes(members, rng)
+        sizes = _sizes(members, rng) if ops is None else [ops] * members
         shares = [MAX_MATMUL_SHARE * j / max(1, members - 1) for j in range(members)]
         rng.shuffle(shares)
         for i in range(members):
@@ -380,14 +382,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
+    parser.add_argument("--ops", type=int, default=None,
+                        help="every problem of this many ops (default: 5 to 160, log-spaced)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write each problem to DIR/NAME.json (default: list them only)")
     args = parser.parse_args()
     if args.count < 1:
         parser.error("--count must be at least 1")
+    if args.ops is not None and args.ops < MIN_OPS:
+        parser.error(f"--ops must be at least {MIN_OPS}")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    for name, raw in suite(args.seed, args.count):
+    for name, raw in suite(args.seed, args.count, args.ops):
         factor = raw["fast_memory_capacity"] / native_working_set(raw)
         print(f"{name}: {len(raw['op_types'])} ops, MatMul share {matmul_share(raw):.2f}, "
               f"capacity {raw['fast_memory_capacity']:,} ({factor:.2f}x)")

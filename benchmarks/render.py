@@ -298,6 +298,24 @@ def teamkorea_table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def process_time_table(data: Row) -> str:
+    """Whole-process wall time and total per problem, reading and checkout
+    (``process_time.py``); a dash where a run wrote no valid solution."""
+    labels = data["checkouts"]
+    out = ["| problem | ops | reading | limit s | "
+           + " | ".join(f"{label} wall s | {label} total" for label in labels) + " |",
+           "|---|---:|---|---:|" + "---:|---:|" * len(labels)]
+    for r in data["rows"]:
+        cells = []
+        for label in labels:
+            run = r["runs"][label]
+            total = "-" if run["total"] is None else f"{run['total']:,.1f}"
+            cells.append(f"{run['wall_s']:.2f} | {total}")
+        out.append(f"| {r['problem']} | {r['ops']} | {r['semantics']} | {r['limit_s']:g} | "
+                   + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 # --- service load: benchmarks/load.py ----------------------------------------------------
 
 def load_table(data: Row) -> str:
@@ -530,7 +548,11 @@ TABLES = {
     "fusion-suite-seed7-tk": Table("fusion-suite-seed7-tk.json", fusion_suite_tables),
     "fusion-suite-tksplitk": Table("fusion-suite-tksplitk.json", fusion_suite_tables),
     "fusion-suite-tkmixed": Table("fusion-suite-tkmixed.json", fusion_suite_tables),
+    "fusion-suite-tkfloor-before": Table("fusion-suite-tkfloor-before.json",
+                                         fusion_suite_tables),
+    "fusion-suite-tkfloor": Table("fusion-suite-tkfloor.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
+    "process-time": Table("process-time.json", process_time_table),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),

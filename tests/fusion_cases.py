@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from models.errors import NoSolutionError
 from models.fusion import parse_problem
+from solver.fusion import teamkorea
 from solver.fusion.context import ScoringContext
 from solver.fusion.cpsat import as_variants
 from solver.fusion.greedy import greedy
@@ -189,6 +190,58 @@ class ProblemBuilder:
         except NoSolutionError:
             assume(False)  # some op fits at no granularity: no schedule to compare with
         return data
+
+
+def tight(raw: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
+    """``raw`` with a capacity near one of its tensor sizes, so strips often do not fit."""
+    sizes = sorted({w * h for w, h in zip(raw["widths"], raw["heights"], strict=True)})
+    return raw | {"fast_memory_capacity": max(1, data.draw(st.sampled_from(sizes))
+                                              + data.draw(st.integers(-1, 64)))}
+
+
+@st.composite
+def split_k_problems(draw: st.DrawFn) -> dict[str, Any]:
+    """``X @ W`` with K well above the native 8 and a capacity of a few strips, so whole-K
+    strips fit only narrow tiles: sometimes after a Pointwise prologue, sometimes as the
+    head of a second MatMul, sometimes with a Pointwise epilogue. Cheap ops, slow memory."""
+    rows, k, n = (draw(st.sampled_from(v)) for v in ([8, 16], [24, 32, 64], [8, 16, 24]))
+    b = ProblemBuilder([(k, rows), (n, k)])
+    lhs = b.op("Pointwise", [0], k, rows) if draw(st.booleans()) else 0
+    out = b.op("MatMul", [lhs, 1], n, rows)
+    if draw(st.booleans()):
+        out = b.op("MatMul", [out, b.tensor(n, n)], n, rows)
+    if draw(st.booleans()):
+        b.op("Pointwise", [out], n, rows)
+    return b.raw([draw(st.integers(1, 100)) for _ in b.types],
+                 k * draw(st.integers(2, 12)) + draw(st.integers(0, 64)),
+                 draw(st.sampled_from([1, 2])), [8, 8])
+
+
+@st.composite
+def teamkorea_subgraphs(draw: st.DrawFn, g: FusionGraph
+                        ) -> tuple[tuple[int, ...], frozenset[int], frozenset[int]]:
+    """(ops, retained outputs, resident inputs) of a subgraph the TeamKorea reading may
+    run: any op set, connected or not, in topological order."""
+    p = g.problem
+    ops = draw(st.one_of(connected_ops(g), st.sets(
+        st.sampled_from(range(p.num_ops)), min_size=1).map(
+            lambda chosen: tuple(q for q in g.topological_order if q in chosen))))
+    kept = frozenset(draw(st.sets(st.sampled_from(
+        [t for q in ops for t in p.outputs[q] if g.consumers[t]] or [-1])))) - {-1}
+    outside = sorted({t for q in ops for t in p.inputs[q]
+                      if t in g.producer and g.producer[t] not in ops})
+    resident = frozenset(draw(st.sets(st.sampled_from(outside or [-1])))) - {-1}
+    return ops, kept, resident
+
+
+def teamkorea_granularities(g: FusionGraph, sg: teamkorea.Subgraph
+                            ) -> st.SearchStrategy[tuple[int, int, int]]:
+    """Any tile up to the native size, and k up to the K the subgraph slices (often all
+    of it)."""
+    nw, nh, _ = g.native
+    most_k = max(sg.slicing_k, 1)
+    return st.tuples(st.integers(1, nw), st.integers(1, nh),
+                     st.one_of(st.just(most_k), st.integers(1, most_k)))
 
 
 @st.composite

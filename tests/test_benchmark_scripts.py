@@ -19,7 +19,7 @@ from benchmarks.fusion_generate import suite as fusion_suite
 from benchmarks.isolated import isolated
 from benchmarks.layout_order_suite import graph, suite
 from benchmarks.meta import meta as meta_now
-from benchmarks.render import check, fusion_suite_tables
+from benchmarks.render import check, fusion_suite_tables, process_time_table
 from benchmarks.render import main as render_main
 from models.fusion import parse_problem as parse_fusion
 from models.layout import parse_graph
@@ -53,6 +53,10 @@ GRAPH = "benchmarks/layout/mlp-block.json"
      "--semantics teamkorea has one mode: --modes per_op"),
     ("fusion_suite.py", ["--semantics", "vinci"], "invalid choice: 'vinci'"),
     ("fusion_generate.py", ["--count", "0"], "--count must be at least 1"),
+    ("fusion_generate.py", ["--ops", "3"], "--ops must be at least 5"),
+    ("process_time.py", ["no/such.json"], "no such graph or folder: no/such.json"),
+    ("process_time.py", [GRAPH, "--time-limit", "0"], "--time-limit must be positive"),
+    ("process_time.py", [GRAPH, "--checkout", "here"], "'here': want LABEL=DIR"),
     ("cover_time.py", ["--deadline", "0"], "--deadline must be positive"),
     ("cover_time.py", ["--tree", "no/such/tree"], "--tree no/such/tree holds no solver/fusion"),
     ("cover_time.py", ["--only", "gen-nosuch"], "--only: no suite problem named gen-nosuch"),
@@ -218,6 +222,28 @@ def test_the_suite_runner_solves_under_the_teamkorea_reading(tmp_path):
     assert record["greedy"] == solve(problem, "greedy", semantics="teamkorea").total_latency
     assert record["bound"] <= record["cpsat"] <= record["greedy"]
     assert "with 1 workers under the TeamKorea reading;" in done.stdout
+
+
+def test_the_process_time_runner_times_each_reading_in_a_process_of_its_own(tmp_path):
+    """Benchmark 1 at a 2-s limit, both readings, this checkout: each run's wall time from
+    outside and the total of what it wrote, as the evaluator recomputes it."""
+    out = tmp_path / "process-time.json"
+    problem = MLSYS / "benchmarks" / "mlsys-2026-1.json"
+    done = subprocess.run([sys.executable, "benchmarks/process_time.py", str(problem),
+                           "--time-limit", "2", "--checkout", f"now={ROOT}", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["checkouts"] == ["now"]
+    assert [(r["problem"], r["semantics"]) for r in data["rows"]] == [
+        ("mlsys-2026-1", "default"), ("mlsys-2026-1", "teamkorea")]
+    raw = parse_fusion(json.loads(problem.read_text()))
+    for r in data["rows"]:
+        run = r["runs"]["now"]
+        assert 0 < run["wall_s"] < 2 + 2
+        best = solve(raw, "greedy", semantics=r["semantics"]).total_latency
+        assert run["total"] <= best
+    assert "| mlsys-2026-1 | 5 | teamkorea | 2 |" in process_time_table(data)
 
 
 def test_the_layout_order_suite_is_seeded_and_every_graph_parses():

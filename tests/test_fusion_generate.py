@@ -42,6 +42,14 @@ def test_the_suite_is_deterministic_and_seeded():
     assert all(a != b for (_, a), (_, b) in zip(SUITE, other, strict=True))
 
 
+def test_a_scale_run_gives_every_problem_the_size_asked():
+    """``--ops``: the same families, shares and capacities, each problem of that size."""
+    big = suite(seed=31, count=12, ops=320)
+    assert [len(raw["op_types"]) for _, raw in big] == [320] * 12
+    assert {family(name) for name, _ in big} == set(FAMILIES)
+    assert max(matmul_share(raw) for _, raw in big) >= 0.5
+
+
 def test_the_suite_covers_the_families_sizes_shares_and_capacities():
     assert len(SUITE) >= 60
     assert len({name for name, _ in SUITE}) == len(SUITE)

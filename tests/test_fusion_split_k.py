@@ -19,12 +19,15 @@ from solver.fusion.simulate import NAMED_ORDERS
 from solver.fusion.solvers import solve
 from tests.fusion_cases import (
     QUICK,
-    ProblemBuilder,
     attention_problems,
     connected_ops,
     head_chain_problems,
     problems,
     split_chain_problems,
+    split_k_problems,
+    teamkorea_granularities,
+    teamkorea_subgraphs,
+    tight,
 )
 from tests.test_fusion_teamkorea import EXPECTED, benchmark, tk
 
@@ -144,31 +147,6 @@ def test_every_schedule_the_reading_accepts_is_at_or_above_the_claims(name):
     assert EXPECTED[name]["total_latency"] >= float(bound) * (1 - 1e-12)
 
 
-def tight(raw: dict, data: st.DataObject) -> dict:
-    """``raw`` with a capacity near one of its tensor sizes, so strips often do not fit."""
-    sizes = sorted({w * h for w, h in zip(raw["widths"], raw["heights"], strict=True)})
-    return raw | {"fast_memory_capacity": max(1, data.draw(st.sampled_from(sizes))
-                                              + data.draw(st.integers(-1, 64)))}
-
-
-@st.composite
-def split_k_problems(draw: st.DrawFn) -> dict:
-    """``X @ W`` with K well above the native 8 and a capacity of a few strips, so whole-K
-    strips fit only narrow tiles: sometimes after a Pointwise prologue, sometimes as the
-    head of a second MatMul, sometimes with a Pointwise epilogue. Cheap ops, slow memory."""
-    rows, k, n = (draw(st.sampled_from(v)) for v in ([8, 16], [24, 32, 64], [8, 16, 24]))
-    b = ProblemBuilder([(k, rows), (n, k)])
-    lhs = b.op("Pointwise", [0], k, rows) if draw(st.booleans()) else 0
-    out = b.op("MatMul", [lhs, 1], n, rows)
-    if draw(st.booleans()):
-        out = b.op("MatMul", [out, b.tensor(n, n)], n, rows)
-    if draw(st.booleans()):
-        b.op("Pointwise", [out], n, rows)
-    return b.raw([draw(st.integers(1, 100)) for _ in b.types],
-                 k * draw(st.integers(2, 12)) + draw(st.integers(0, 64)),
-                 draw(st.sampled_from([1, 2])), [8, 8])
-
-
 @settings(QUICK, max_examples=150)
 @given(raw=st.one_of(problems(max_ops=5), split_chain_problems(), head_chain_problems(),
                      attention_problems(), split_k_problems()), data=st.data())
@@ -181,19 +159,9 @@ def test_no_subgraph_pays_less_than_the_claims_of_its_ops(raw, data):
         raw = tight(raw, data)
     g = FusionGraph(parse_problem(raw))
     p = g.problem
-    ops = data.draw(st.one_of(connected_ops(g), st.sets(
-        st.sampled_from(range(p.num_ops)), min_size=1).map(
-            lambda chosen: tuple(q for q in g.topological_order if q in chosen))))
-    kept = frozenset(data.draw(st.sets(st.sampled_from(
-        [t for q in ops for t in p.outputs[q] if g.consumers[t]] or [-1])))) - {-1}
-    outside = sorted({t for q in ops for t in p.inputs[q]
-                      if t in g.producer and g.producer[t] not in ops})
-    resident = frozenset(data.draw(st.sets(st.sampled_from(outside or [-1])))) - {-1}
+    ops, kept, resident = data.draw(teamkorea_subgraphs(g))
     sg = teamkorea.Subgraph(g, ops, kept)
-    nw, nh, _ = g.native
-    most_k = max(sg.slicing_k, 1)
-    gran = (data.draw(st.integers(1, nw)), data.draw(st.integers(1, nh)),
-            data.draw(st.one_of(st.just(most_k), st.integers(1, most_k))))
+    gran = data.draw(teamkorea_granularities(g, sg))
     name = data.draw(st.sampled_from(sorted(NAMED_ORDERS)))
     if data.draw(st.booleans()):  # the search's best, where a claim may come close
         ctx = ScoringContext(p, teamkorea.RULES, semantics="teamkorea")

@@ -69,11 +69,11 @@ class ScoringContext:
     def searching_until(self, deadline: float) -> Iterator[None]:
         """Config searches inside stop at ``deadline`` (raising ``ScoringTimeout``), one op
         set's search being long enough to overrun a scoring share on its own."""
-        self.deadline = deadline
+        outer, self.deadline = self.deadline, deadline
         try:
             yield
         finally:
-            self.deadline = None
+            self.deadline = outer
 
     def shape(self, ops: tuple[int, ...]) -> SubgraphShape:
         return self.graph.shape(ops)

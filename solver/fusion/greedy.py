@@ -8,7 +8,9 @@ merge makes the connecting tensors ephemeral). Each subgraph takes its best lega
 granularity and traversal (``best_config``: larger tiles on ties, snake for multi-tile
 MatMul subgraphs unless another order is faster). Finally, walking the subgraphs in order, an
 output whose every consumer is in the next subgraph is retained when both subgraphs
-still fit and neither gets slower.
+still fit and neither gets slower. Under a short limit the ops the unfused start meets late
+take a quick config (``unfused``), and a merge round cut short applies the best merge it
+scored.
 """
 
 from __future__ import annotations
@@ -17,39 +19,42 @@ import networkx as nx
 
 from solver.deadline import now
 from solver.fusion.schedule import Planned, offer
-from solver.fusion.score import Config, ScoringContext, best_config
+from solver.fusion.score import Config, ScoringContext, ScoringTimeout, best_config
 from solver.fusion.unfused import unfused
 
 Group = frozenset[int]
+
+
+UNFUSED_SHARE = 0.5
+"""Share of the time to ``deadline`` the unfused start may spend on each op's best config
+(the ops after take a quick one), leaving the rest to merges."""
 
 
 def greedy(ctx: ScoringContext, deadline: float = float("inf")) -> list[Planned]:
     """A valid schedule no slower than ``unfused``; merging stops early at ``deadline``
     (a ``deadline.now()`` value), and the schedule found so far is returned. The unfused
     start is offered as the solve's first answer (``schedule.offer``)."""
-    start = unfused(ctx, "greedy")
+    start = unfused(ctx, "greedy", now() + UNFUSED_SHARE * (deadline - now()))
     offer(ctx, start)
-    merger = _Merger(ctx, [frozenset(item.ops) for item in start])
-    for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
-        while now() < deadline and merger.merge_best(allow_zero, deadline):
-            pass
-    return _retain(ctx, [Planned(merger.ops(group), merger.configs[group])
-                         for group in merger.ordered()], deadline)
+    merger = _Merger(ctx, start)
+    with ctx.searching_until(deadline):
+        for allow_zero in (False, True):  # positive merges first, then zero-benefit ones
+            while now() < deadline and merger.merge_best(allow_zero, deadline):
+                pass
+        return _retain(ctx, [Planned(merger.ops(group), merger.configs[group])
+                             for group in merger.ordered()], deadline)
 
 
 class _Merger:
     """Groups of ops with their best configurations, and the quotient DAG between them."""
 
-    def __init__(self, ctx: ScoringContext, groups: list[Group]):
+    def __init__(self, ctx: ScoringContext, start: list[Planned]):
         self.ctx = ctx
         self.g = ctx.graph
         self.position = {q: i for i, q in enumerate(self.g.topological_order)}
-        self.group_of = {q: group for group in groups for q in group}
-        self.configs: dict[Group, Config] = {}
-        for group in groups:
-            config = best_config(ctx, self.ops(group))
-            assert config is not None  # unfused() found one
-            self.configs[group] = config
+        self.configs: dict[Group, Config] = {frozenset(item.ops): item.config
+                                             for item in start}
+        self.group_of = {q: group for group in self.configs for q in group}
 
     def ops(self, group: Group) -> tuple[int, ...]:
         return tuple(sorted(group, key=self.position.__getitem__))
@@ -67,17 +72,22 @@ class _Merger:
 
     def merge_best(self, allow_zero: bool, deadline: float = float("inf")) -> bool:
         """Apply the legal merge of highest positive (or, if allowed, zero) benefit; False
-        when there is none, or when ``deadline`` passes before every merge is scored."""
+        when there is none. When ``deadline`` passes (or a config search inside
+        ``ctx.searching_until`` stops) before every merge is scored, the best of those
+        scored: on a large graph the first round alone may outlast a short limit."""
         dag = self.quotient()
         candidates = []
         for a, b in dag.edges:
             if now() > deadline:
-                return False
+                break
             merged = a | b
             if not self._ephemerals_stay_inside(merged):
                 continue
             apart = self.configs[a].latency + self.configs[b].latency
-            config = best_config(self.ctx, self.ops(merged), at_most=apart)
+            try:
+                config = best_config(self.ctx, self.ops(merged), at_most=apart)
+            except ScoringTimeout:
+                break
             if config is None:
                 continue  # no config fits, or none is as fast as the two apart
             benefit = apart - config.latency
@@ -134,8 +144,12 @@ def _retain(ctx: ScoringContext, schedule: list[Planned],
                             key=lambda t: (-g.size(t), t))
         for t in candidates:
             kept = producer.retained | {t}
-            first = best_config(ctx, producer.ops, resident, kept)
-            second = best_config(ctx, consumer.ops, kept, consumer.retained)
+            try:
+                first = best_config(ctx, producer.ops, resident, kept)
+                second = best_config(ctx, consumer.ops, kept, consumer.retained)
+            except ScoringTimeout:  # past ``ctx.deadline``: what was kept so far stands
+                out[i], out[i + 1] = producer, consumer
+                return out
             if first is None or second is None:
                 continue
             if first.latency + second.latency <= producer.config.latency + consumer.config.latency:

@@ -42,8 +42,8 @@ from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 from solver.fusion.twins import signature
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
-           "best_config", "config_at", "least_floor", "legal_config_at", "remember_best",
-           "score_subgraph", "tile_order"]
+           "best_config", "config_at", "least_floor", "legal_config_at", "quick_config",
+           "remember_best", "score_subgraph", "tile_order"]
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
@@ -158,6 +158,19 @@ def best_config(
         else None
 
 
+def quick_config(ctx: ScoringContext, ops: Sequence[int]) -> Config | None:
+    """A legal config that fits, nothing retained, or None when none does (memoized apart
+    from ``best_config``): the first the search prices, the least floor, found in a few
+    scorings where the best may take hundreds. For a schedule wanted before the time runs
+    out (``unfused`` under a deadline)."""
+    ops = tuple(ops)
+    nothing: frozenset[int] = frozenset()
+    if ctx.semantics == "teamkorea":
+        return ctx.memo("quick", ops, lambda: _teamkorea(ctx, ops, nothing, nothing, True))
+    return ctx.memo("quick", ops, lambda: _search(ctx, ctx.shape(ops), nothing, nothing, 0,
+                                                  first=True))
+
+
 def remember_best(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozenset[int],
                   retained_out: frozenset[int], config: Config) -> None:
     """Make ``config`` what ``best_config`` answers for this subgraph from now on: one found
@@ -220,20 +233,22 @@ def legal_config_at(ctx: ScoringContext, shape: SubgraphShape, gran: Granularity
 
 
 def _teamkorea(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
-               kept: frozenset[int]) -> Config | None:
+               kept: frozenset[int], first: bool = False) -> Config | None:
     """``teamkorea_config.best`` as a ``Config``."""
-    found = teamkorea_config.best(ctx, ops, resident, kept)
+    found = teamkorea_config.best(ctx, ops, resident, kept, first)
     return None if found is None else Config(*found)
 
 
 def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
-            kept: frozenset[int], held: int, cutoff: Fraction | None = None) -> Config | None:
+            kept: frozenset[int], held: int, cutoff: Fraction | None = None,
+            first: bool = False) -> Config | None:
     """Candidates in increasing order of their floor, max(compute, traffic): the compute
     floor is cheap, so the traffic floor is computed only for candidates whose compute floor
     does not already exceed the smallest floor waiting (a heap keeps the exact order).
     With ``ctx.every_tile``, a candidate that does not fit adds its ``_narrowed`` twins to
     the wait. With ``cutoff`` (in ``ctx`` units), no candidate whose floor is above it is
-    tried, and None unless the best is at most it (that best is then the same)."""
+    tried, and None unless the best is at most it (that best is then the same). With
+    ``first``, the first candidate that fits (``quick_config``)."""
     templates = templates_of(ctx, shape.ops)
     if held + least_first_step(ctx, templates, resident, kept) > ctx.capacity \
             or held + kept_by_last_step(ctx, kept & shape.produced) > ctx.capacity:
@@ -280,6 +295,8 @@ def _search(ctx: ScoringContext, shape: SubgraphShape, resident: frozenset[int],
             config = config_at(ctx, shape, gran, resident, kept)
         if config is not None and (best is None or (config.latency * ctx.unit, rank) < best):
             best, found = (config.latency * ctx.unit, rank), config
+            if first:
+                break
         if config is None and ctx.every_tile and gran in candidates and narrowings < NARROWINGS:
             # the cheapest candidates that do not fit, each once; one with no tile that may
             # fit within half of it does not count (a 128 x 128 tile whose output alone

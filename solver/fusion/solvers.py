@@ -192,7 +192,7 @@ def _accepted(ctx: ScoringContext, schedule: list[Variant], deadline: float) -> 
 
 SOLVERS: dict[str, Solver] = {
     "cpsat": solve_cpsat,
-    "unfused": _heuristic("unfused", lambda ctx, deadline: unfused(ctx)),
+    "unfused": _heuristic("unfused", lambda ctx, deadline: unfused(ctx, deadline=deadline)),
     "greedy": _heuristic("greedy", greedy),
 }
 DEFAULT_SOLVER = "cpsat"

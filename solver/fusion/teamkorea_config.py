@@ -6,7 +6,8 @@ prologues priced like epilogues, their added chain rules. Tile sizes are those t
 the output grid evenly into a given number of tiles (``ceil(W / n)``; the fewest tiles
 first, where compute is least), ``k`` the K of the chain's tail divided the same way.
 Candidates are priced exactly (``teamkorea.latency``) in increasing order of a floor
-(compute of every tile, writes of every output), until the floor reaches the best found.
+(compute of every tile; the least loads, what a tile's MatMul strips reload and every
+output's writes over the bandwidth), until the floor passes the best found.
 ``k`` is also halved towards 1: a head-tail MatMul pair over wide operands may fit only at
 a small k (that reading charges compute by k / K, so small steps cost no more compute).
 """
@@ -139,19 +140,79 @@ def _tile_allowed(sg: teamkorea.Subgraph, gran: tuple[int, int, int]) -> bool:
     return True
 
 
-def _least_traffic(g: FusionGraph, sg: teamkorea.Subgraph, grid: tuple[int, int],
-                   resident: frozenset[int]) -> int:
-    """Elements any configuration moves: every output written once, and every input read
-    at least once whole (a MatMul operand) or over the output grid (a Pointwise input)."""
-    p = g.problem
+def _least_loads(g: FusionGraph, sg: teamkorea.Subgraph, grid: tuple[int, int],
+                 resident: frozenset[int]) -> dict[int, int]:
+    """Elements each input moves under any configuration: read at least once whole (a
+    MatMul operand) or over the output grid (a Pointwise input)."""
     least: dict[int, int] = {}
     for q in sg.ops:
-        for t in p.inputs[q]:
+        for t in g.problem.inputs[q]:
             if t in resident or t in sg.ephemerals:
                 continue
             whole = g.size(t) if g.is_matmul(q) else grid[0] * grid[1]
             least[t] = min(least.get(t, whole), whole)
-    return sum(least.values()) + len(sg.written) * grid[0] * grid[1]
+    return least
+
+
+def reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int, int],
+            resident: frozenset[int], least: dict[int, int]) -> int:
+    """Elements the subgraph moves at ``gran`` beyond its ``least`` loads (per input), as
+    ``teamkorea._operand`` keys the slices: ``_split_reloads`` where ``k`` splits the K it
+    slices, else ``_one_step_reloads``."""
+    if sg.k_steps(gran[2]) > 1:
+        return sum(max(0, moved - least.get(t, 0))
+                   for t, moved in _split_reloads(sg, gran, grid, resident).items())
+    return _one_step_reloads(sg, gran, grid, resident, least)
+
+
+def _split_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int, int],
+                   resident: frozenset[int]) -> dict[int, int]:
+    """Elements each MatMul operand moves at least under split K: every slice read per
+    k-step is keyed by the step, so no tile keeps one from the tile before, and every
+    tile loads its strips again. Over the grid, a standalone's or a tail's loaded LHS
+    moves the grid's height times the K it reduces once per tile column, its RHS the width
+    once per tile row; a head's streamed operand its whole K x the tail's K per tile. Two
+    reads of one tensor use different slice keys, so the larger counts."""
+    g, (w, h, _) = sg.g, gran
+    columns, rows = ceil_div(grid[0], w), ceil_div(grid[1], h)
+    found: dict[int, int] = {}
+    for q in sg.matmuls:
+        kind = sg.roles[q].kind
+        for pos, t in enumerate(g.problem.inputs[q][:2]):
+            if t in resident or t in sg.ephemerals:
+                continue
+            lhs = pos == 0
+            if kind in ("lhs_head", "rhs_head"):
+                if lhs == (kind == "lhs_head"):
+                    continue  # held for the tile: keyed by its row or column, not the step
+                moved = columns * rows * sg.k_of(q) * sg.slicing_k
+            else:
+                reduced = sg.reduced_over(q)
+                moved = columns * grid[1] * reduced if lhs else rows * grid[0] * reduced
+            found[t] = max(found.get(t, 0), moved)
+    return found
+
+
+def _one_step_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int],
+                      grid: tuple[int, int], resident: frozenset[int],
+                      least: dict[int, int]) -> int:
+    """With one k-step a standalone MatMul's LHS strip is keyed by the tile row and its
+    RHS strip by the column, so every tile after the first changes one and reloads it
+    (the first loads both): over the grid at least K x its area / the tile's larger side,
+    for both operands together when both are loaded. MatMuls may share an operand's
+    slices, so the largest excess of one MatMul counts."""
+    g, (w, h, _) = sg.g, gran
+    most = 0
+    for q in sg.matmuls:
+        if not sg.roles[q].standalone:
+            continue
+        lhs, rhs = g.problem.inputs[q][:2]
+        if any(t in resident or t in sg.ephemerals for t in (lhs, rhs)):
+            continue
+        moved = sg.k_of(q) * grid[0] * grid[1] // max(w, h)
+        paid = least.get(lhs, 0) + (least.get(rhs, 0) if rhs != lhs else 0)
+        most = max(most, moved - paid)
+    return most
 
 
 @lru_cache(maxsize=4096)
@@ -164,10 +225,41 @@ def order_kinds(tile: tuple[int, int], grid: tuple[int, int], name: TraversalNam
     return teamkorea.tile_kinds(tile, grid, order)
 
 
+class Floor:
+    """What an op set costs at least at a granularity, whatever the traversal: the compute of
+    every tile, or what moves (its ``_least_loads``, the ``reloads`` of its MatMul strips,
+    every output written) over the bandwidth; in integer units of 1 / ``scale`` time units
+    (the search compares thousands of them)."""
+
+    def __init__(self, sg: teamkorea.Subgraph, grid: tuple[int, int],
+                 resident: frozenset[int]):
+        p = sg.g.problem
+        self.sg, self.grid, self.resident = sg, grid, resident
+        per_tile = sum((exact(p.base_costs[q]) for q in sg.ops), Fraction(0))
+        bandwidth = exact(p.slow_memory_bandwidth)
+        self.scale = bandwidth.numerator * per_tile.denominator
+        self.per_tile = int(per_tile * self.scale)
+        self.per_element = bandwidth.denominator * per_tile.denominator
+        self.least = _least_loads(sg.g, sg, grid, resident)
+        self.traffic = sum(self.least.values()) + len(sg.written) * grid[0] * grid[1]
+
+    def compute(self, gran: tuple[int, int, int]) -> int:
+        """Of every tile, at most the floor."""
+        return ceil_div(self.grid[0], gran[0]) * ceil_div(self.grid[1], gran[1]) * self.per_tile
+
+    def __call__(self, gran: tuple[int, int, int]) -> int:
+        moved = self.traffic + reloads(self.sg, gran, self.grid, self.resident, self.least)
+        return max(self.compute(gran), moved * self.per_element)
+
+
 def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
-         kept: frozenset[int]) -> Found | None:
-    """The lowest-latency legal configuration that fits, or None; ties go to the candidate
-    met first (fewest tiles, then largest k, then widest)."""
+         kept: frozenset[int], first: bool = False) -> Found | None:
+    """The lowest-latency legal configuration that fits, or None; ties go to the fewest
+    tiles, then the largest k, then the widest, then the first of ``TRAVERSALS``.
+    Candidates are priced in increasing order of their ``Floor``, which sees what a tile's
+    strips reload, until the floor passes the best. With ``first``, the fastest traversal
+    of the first candidate priced: a good tile in a few simulations, for a schedule wanted
+    before the time runs out."""
     g = ctx.graph
     sg = teamkorea.Subgraph(g, ops, kept)
     try:
@@ -175,21 +267,30 @@ def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
         teamkorea.check_crossed(sg)
     except teamkorea.Rejected:
         return None
-    per_tile = sum((exact(g.problem.base_costs[q]) for q in ops), Fraction(0))
-    traffic = _least_traffic(g, sg, grid, resident) / exact(g.problem.slow_memory_bandwidth)
-    waiting = [(ceil_div(grid[0], w) * ceil_div(grid[1], h), -k, -w, (w, h, k), ws)
-               for (w, h, k), ws in candidates(ctx, sg, grid, resident)]
-    heapq.heapify(waiting)  # fewest tiles first: the floor max(tiles x compute, traffic)
+    floor = Floor(sg, grid, resident)
+    # least floor first, each candidate's reloads counted only once it reaches the top (the
+    # compute of its tiles is below its floor): most are never priced, and working out every
+    # candidate's reloads cost Pointwise-heavy op sets more than pricing (benchmark 17)
+    waiting = [(floor.compute(gran),
+                (ceil_div(grid[0], gran[0]) * ceil_div(grid[1], gran[1]), -gran[2], -gran[0],
+                 gran), False, ws) for gran, ws in candidates(ctx, sg, grid, resident)]
+    heapq.heapify(waiting)
     found: Found | None = None
-    while waiting and (found is None or max(waiting[0][0] * per_tile, traffic) < found[2]):
+    leader: tuple = ()  # (latency in the floor's units, rank, traversal) of the best found
+    # a candidate whose (floor, rank) passes the best's (latency, rank) cannot beat it
+    while waiting and (found is None or not first and waiting[0][:2] < leader[:2]):
+        _, rank, counted, ws = heapq.heappop(waiting)
+        gran = rank[-1]
+        if not counted:
+            heapq.heappush(waiting, (floor(gran), rank, True, ws))
+            continue
         if ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout
-        *_, gran, ws = heapq.heappop(waiting)
         orders: dict[teamkorea.TileKinds, TraversalName] = {}
         for name in TRAVERSALS:  # orders alike in their tile classes cost alike: once each
             orders.setdefault(order_kinds(gran[:2], grid, name), name)
-        for kinds, name in orders.items():
+        for position, (kinds, name) in enumerate(orders.items()):
             latency = teamkorea.latency(g, sg, gran, kinds, resident, grid)
-            if found is None or latency < found[2]:
-                found = (gran, name, latency, ws)
+            if found is None or (latency * floor.scale, rank, position) < leader:
+                found, leader = (gran, name, latency, ws), (latency * floor.scale, rank, position)
     return found

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from models.errors import Issue, NoSolutionError
+from solver.deadline import now
 from solver.fusion.schedule import Planned
-from solver.fusion.score import ScoringContext, best_config
+from solver.fusion.score import Config, ScoringContext, ScoringTimeout, best_config, quick_config
 
 
-def unfused(ctx: ScoringContext, solver: str = "unfused") -> list[Planned]:
-    """One subgraph per op, in topological order, nothing retained.
+def unfused(ctx: ScoringContext, solver: str = "unfused",
+            deadline: float = float("inf")) -> list[Planned]:
+    """One subgraph per op, in topological order, nothing retained. Ops met after
+    ``deadline`` (a ``deadline.now()`` value) take the first config that fits
+    (``quick_config``) instead of the best: a large graph's bests may outlast a short limit
+    (under the teamkorea reading, 3 s for a 320-op graph before its config search's floors
+    saw what MatMul strips reload).
 
     Raises ``NoSolutionError`` naming the op when some op fits at no legal granularity.
     """
     schedule = []
     for q in ctx.graph.topological_order:
-        config = best_config(ctx, (q,))
+        config = _alone(ctx, q, deadline)
         if config is None:
             raise NoSolutionError([Issue(
                 ("op_types", q),
@@ -23,3 +29,14 @@ def unfused(ctx: ScoringContext, solver: str = "unfused") -> list[Planned]:
                 "solve.op_does_not_fit")], solver)
         schedule.append(Planned((q,), config))
     return schedule
+
+
+def _alone(ctx: ScoringContext, q: int, deadline: float) -> Config | None:
+    """Op ``q``'s best config if its search ends by ``deadline``, else a quick one."""
+    if now() < deadline:
+        try:
+            with ctx.searching_until(deadline):
+                return best_config(ctx, (q,))
+        except ScoringTimeout:
+            pass
+    return quick_config(ctx, (q,))

@@ -1,0 +1,173 @@
+"""The config search under the TeamKorea reading (``teamkorea_config``) and the schedules a
+short time limit gets from it: its floors never exceed what the reading charges, so
+pricing candidates in their order and stopping at the best finds what pricing every one
+finds; the quick config (``first``) fits; and ops met after a deadline still get one, in
+either reading."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.fusion_generate import suite
+from models.fusion import parse_problem
+from solver.deadline import now
+from solver.fusion import teamkorea, teamkorea_config
+from solver.fusion.context import ScoringContext
+from solver.fusion.evaluate import evaluate
+from solver.fusion.greedy import greedy
+from solver.fusion.problem import FusionGraph, ceil_div, exact
+from solver.fusion.schedule import to_solution
+from solver.fusion.score import quick_config
+from solver.fusion.simulate import NAMED_ORDERS
+from solver.fusion.solvers import reading_rules
+from solver.fusion.unfused import unfused
+from tests.fusion_cases import (
+    QUICK,
+    attention_problems,
+    head_chain_problems,
+    problems,
+    split_chain_problems,
+    split_k_problems,
+    teamkorea_granularities,
+    teamkorea_subgraphs,
+    tight,
+)
+
+SOURCES = st.one_of(problems(max_ops=5), split_chain_problems(), head_chain_problems(),
+                    attention_problems(), split_k_problems())
+
+
+def _subgraph(raw: dict, data: st.DataObject):
+    if data.draw(st.booleans()):
+        raw = tight(raw, data)
+    g = FusionGraph(parse_problem(raw))
+    ops, kept, resident = data.draw(teamkorea_subgraphs(g))
+    return g, ops, kept, resident, teamkorea.Subgraph(g, ops, kept)
+
+
+@settings(QUICK, max_examples=200)
+@given(raw=SOURCES, data=st.data())
+def test_no_tile_costs_less_than_its_floor(raw, data):
+    """At any tile and k the reading accepts within the capacity, in any order of the
+    tiles, the latency is at least the floor the search orders candidates by (with what a
+    split K, or a tile's change of row or column, reloads)."""
+    g, _, _, resident, sg = _subgraph(raw, data)
+    gran = data.draw(teamkorea_granularities(g, sg))
+    try:
+        grid = teamkorea.subgraph_grid(g, sg)
+        teamkorea.check_crossed(sg)
+        teamkorea._check_chains(0, sg, gran)
+    except teamkorea.Rejected:
+        return
+    if teamkorea.working_set(g, sg, gran, resident) > exact(g.problem.fast_memory_capacity):
+        return
+    rows, columns = ceil_div(grid[1], gran[1]), ceil_div(grid[0], gran[0])
+    order = data.draw(st.permutations(range(rows * columns))) if rows * columns <= 24 else \
+        NAMED_ORDERS[data.draw(st.sampled_from(sorted(NAMED_ORDERS)))](rows, columns)
+    latency = teamkorea.latency(g, sg, gran, teamkorea.tile_kinds(gran[:2], grid, order),
+                                resident, grid)
+    floor = teamkorea_config.Floor(sg, grid, resident)
+    assert latency * floor.scale >= floor(gran) >= floor.compute(gran)
+
+
+def test_a_split_head_tail_pair_moves_exactly_its_floor():
+    """``X @ W1 @ W2`` as one subgraph (X 8 x 32, W1 32 x 32, W2 32 x 8; native 8, base 1,
+    bandwidth 1) at 4 x 4 tiles and k = 8: four tiles of four k-steps. X is held per tile
+    row (256 in all, X once); the head streams all of W1 in every tile (4 x 1,024); the
+    tail loads its W2 slices every step, 8 x 4 each (4 x 128); 4 x 16 written: 4,928,
+    and the floor sees all of it (the least loads 1,536 and writes 64, and what W1 and W2
+    move beyond them, 3,072 and 256)."""
+    raw = {"widths": [32, 32, 32, 8, 8], "heights": [8, 32, 8, 32, 8],
+           "inputs": [[0, 1], [2, 3]], "outputs": [[2], [4]], "base_costs": [1, 1],
+           "op_types": ["MatMul", "MatMul"], "fast_memory_capacity": 100_000,
+           "slow_memory_bandwidth": 1, "native_granularity": [8, 8]}
+    g = FusionGraph(parse_problem(raw))
+    sg = teamkorea.Subgraph(g, (0, 1), frozenset())
+    grid, gran, nothing = (8, 8), (4, 4, 8), frozenset()
+    assert teamkorea.subgraph_grid(g, sg) == grid
+    assert [sg.roles[q].kind for q in (0, 1)] == ["lhs_head", "lhs_tail"]
+    kinds = teamkorea.tile_kinds(gran[:2], grid, NAMED_ORDERS["raster"](2, 2))
+    assert teamkorea.latency(g, sg, gran, kinds, nothing, grid) == 4_928
+    floor = teamkorea_config.Floor(sg, grid, nothing)
+    assert floor.least == {0: 256, 1: 1_024, 3: 256} and floor.traffic == 1_600
+    assert floor.scale == 1 and floor(gran) == 4_928
+
+
+@settings(QUICK, max_examples=150)
+@given(raw=SOURCES, data=st.data())
+def test_the_search_finds_what_pricing_every_candidate_finds(raw, data):
+    """The best of every candidate and named traversal, priced one by one, ties to the
+    fewest tiles, largest k, widest tile, then the first traversal: what ``best`` returns
+    though it stops once the floors pass its best. And its ``first`` answer fits and is
+    priced as the reading prices it."""
+    g, ops, kept, resident, sg = _subgraph(raw, data)
+    ctx = ScoringContext(g.problem, teamkorea.RULES, semantics="teamkorea")
+    found = teamkorea_config.best(ctx, ops, resident, kept)
+    quick = teamkorea_config.best(ctx, ops, resident, kept, first=True)
+    try:
+        grid = teamkorea.subgraph_grid(g, sg)
+        teamkorea.check_crossed(sg)
+    except teamkorea.Rejected:
+        assert found is None and quick is None
+        return
+    every = []
+    for gran, ws in teamkorea_config.candidates(ctx, sg, grid, resident):
+        rank = (ceil_div(grid[0], gran[0]) * ceil_div(grid[1], gran[1]), -gran[2], -gran[0],
+                gran)
+        seen = set()
+        for position, name in enumerate(teamkorea_config.TRAVERSALS):
+            kinds = teamkorea_config.order_kinds(gran[:2], grid, name)
+            if kinds not in seen:  # orders alike in their tile classes: the first counts
+                seen.add(kinds)
+                latency = teamkorea.latency(g, sg, gran, kinds, resident, grid)
+                every.append(((latency, rank, position), (gran, name, latency, ws)))
+    assert found == (min(every)[1] if every else None)
+    if quick is not None:
+        gran, name, latency, ws = quick
+        assert ws <= g.problem.fast_memory_capacity and latency >= found[2]
+        assert any(entry == quick for _, entry in every)
+
+
+def test_a_tie_goes_to_the_better_rank_whatever_order_the_floors_price_them(monkeypatch):
+    """One Pointwise op waiting on slow memory at every tile: every tile costs the same
+    (its 256 elements in and out), so the fewest tiles win (8 x 8). Floors that put every
+    other candidate first (0) still give that tile: the search goes on past a best whose
+    latency a waiting floor ties, while that candidate's rank is better."""
+    raw = {"widths": [16, 16], "heights": [16, 16], "inputs": [[0]], "outputs": [[1]],
+           "base_costs": [1], "op_types": ["Pointwise"], "fast_memory_capacity": 100_000,
+           "slow_memory_bandwidth": 1, "native_granularity": [8, 8]}
+    g = FusionGraph(parse_problem(raw))
+    nothing: frozenset[int] = frozenset()
+
+    def search():
+        ctx = ScoringContext(g.problem, teamkorea.RULES, semantics="teamkorea")
+        return teamkorea_config.best(ctx, (0,), nothing, nothing)
+
+    found = search()
+    assert found[:3] == ((8, 8, 1), "raster", 512)
+    sg = teamkorea.Subgraph(g, (0,), nothing)
+    ctx = ScoringContext(g.problem, teamkorea.RULES, semantics="teamkorea")
+    tiles = [gran for gran, _ in teamkorea_config.candidates(ctx, sg, (16, 16), nothing)]
+    assert len(tiles) > 1
+    real = teamkorea_config.Floor.__call__
+    monkeypatch.setattr(teamkorea_config.Floor, "__call__",
+                        lambda self, gran: real(self, gran) if gran == found[0] else 0)
+    assert search() == found
+
+
+@pytest.mark.parametrize("semantics", ["default", "teamkorea"])
+def test_ops_met_after_the_deadline_take_a_quick_config_and_the_schedule_holds(semantics):
+    """``unfused`` past its deadline: every op takes ``quick_config`` (in either reading),
+    and the schedule, and greedy's from it with no time to merge, are valid."""
+    problem = parse_problem(dict(suite(seed=31, count=12, ops=40))["gen-residual-00"])
+    rules = reading_rules("per_op", semantics)
+    ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
+    schedule = unfused(ctx, deadline=now() - 1)
+    assert [item.config for item in schedule] == [quick_config(ctx, item.ops)
+                                                  for item in schedule]
+    for planned in (schedule, greedy(ctx, now())):
+        verdict = evaluate(problem, to_solution(ctx, planned), rules, context=ctx,
+                           semantics=semantics)
+        assert verdict.valid, verdict.error
