@@ -95,6 +95,24 @@ def test_a_split_head_tail_pair_moves_exactly_its_floor():
     assert floor.scale == 1 and floor(gran) == 4_928
 
 
+def _every_candidate(ctx: ScoringContext, sg: teamkorea.Subgraph, grid: tuple[int, int],
+                     resident: frozenset[int]) -> list[tuple[tuple, tuple]]:
+    """((latency, rank, traversal position), the config) of every candidate at every named
+    traversal whose tile classes no earlier one has: the search's answer is the least."""
+    every = []
+    for gran, ws in teamkorea_config.candidates(ctx, sg, grid, resident):
+        rank = (ceil_div(grid[0], gran[0]) * ceil_div(grid[1], gran[1]), -gran[2], -gran[0],
+                gran)
+        seen = set()
+        for position, name in enumerate(teamkorea_config.TRAVERSALS):
+            kinds = teamkorea_config.order_kinds(gran[:2], grid, name)
+            if kinds not in seen:
+                seen.add(kinds)
+                latency = teamkorea.latency(sg.g, sg, gran, kinds, resident, grid)
+                every.append(((latency, rank, position), (gran, name, latency, ws)))
+    return every
+
+
 @settings(QUICK, max_examples=150)
 @given(raw=SOURCES, data=st.data())
 def test_the_search_finds_what_pricing_every_candidate_finds(raw, data):
@@ -112,22 +130,58 @@ def test_the_search_finds_what_pricing_every_candidate_finds(raw, data):
     except teamkorea.Rejected:
         assert found is None and quick is None
         return
-    every = []
-    for gran, ws in teamkorea_config.candidates(ctx, sg, grid, resident):
-        rank = (ceil_div(grid[0], gran[0]) * ceil_div(grid[1], gran[1]), -gran[2], -gran[0],
-                gran)
-        seen = set()
-        for position, name in enumerate(teamkorea_config.TRAVERSALS):
-            kinds = teamkorea_config.order_kinds(gran[:2], grid, name)
-            if kinds not in seen:  # orders alike in their tile classes: the first counts
-                seen.add(kinds)
-                latency = teamkorea.latency(g, sg, gran, kinds, resident, grid)
-                every.append(((latency, rank, position), (gran, name, latency, ws)))
+    every = _every_candidate(ctx, sg, grid, resident)
     assert found == (min(every)[1] if every else None)
     if quick is not None:
         gran, name, latency, ws = quick
         assert ws <= g.problem.fast_memory_capacity and latency >= found[2]
         assert any(entry == quick for _, entry in every)
+
+
+def test_a_matmul_computed_over_a_narrower_grid_loads_only_its_columns():
+    """``X @ W0 -> Pointwise -> @ W2 -> (4 wide)`` and more (X 16 x 16, W0 24 wide): the
+    subgraph of the first three ops has the last one's 4 x 16 grid, over which the reading
+    computes the first MatMul too, loading 4 columns of W0 (4 x 16 = 64), not all 384 of
+    it. A floor that charged W0 whole stopped before the best tile, (2, 2, 24) at 704 (it
+    took (2, 3, 24) at 720); the search now finds what pricing every candidate finds."""
+    raw = {"widths": [16, 24, 24, 24, 4, 4, 4, 4], "heights": [16, 16, 16, 16, 24, 16, 4, 16],
+           "inputs": [[0, 1], [2], [3, 4], [5, 6]], "outputs": [[2], [3], [5], [7]],
+           "op_types": ["MatMul", "Pointwise", "MatMul", "MatMul"], "base_costs": [1, 2, 4, 3],
+           "fast_memory_capacity": 139, "slow_memory_bandwidth": 1, "native_granularity": [8, 8]}
+    g = FusionGraph(parse_problem(raw))
+    ctx = ScoringContext(g.problem, teamkorea.RULES, semantics="teamkorea")
+    nothing: frozenset[int] = frozenset()
+    sg = teamkorea.Subgraph(g, (0, 1, 2), nothing)
+    grid = teamkorea.subgraph_grid(g, sg)
+    assert grid == (4, 16)
+    assert teamkorea_config.Floor(sg, grid, nothing).least == {0: 256, 1: 64, 4: 96}
+    found = teamkorea_config.best(ctx, (0, 1, 2), nothing, nothing)
+    assert found[:3] == ((2, 2, 24), "column_snake", 704)
+    assert found == min(_every_candidate(ctx, sg, grid, nothing))[1]
+
+
+def test_the_middle_of_a_three_matmul_chain_loads_its_weight_over_the_grid_only():
+    """``X @ W1 @ W2 @ W3`` (8 x 8 each but W3, 2 wide) as one subgraph: the grid is the
+    output's 2 x 8, and the middle MatMul's W2 slices are as wide as a tile of it, so W2
+    moves 8 x 2 = 16, not its 64 (a floor that charged 64 was above every tile's latency,
+    176 at one k-step); at one k-step the floor is that latency exactly."""
+    raw = {"widths": [8, 8, 8, 8, 8, 2, 2], "heights": [8, 8, 8, 8, 8, 8, 8],
+           "inputs": [[0, 1], [2, 3], [4, 5]], "outputs": [[2], [4], [6]],
+           "base_costs": [1, 1, 1], "op_types": ["MatMul"] * 3,
+           "fast_memory_capacity": 100_000, "slow_memory_bandwidth": 1,
+           "native_granularity": [8, 8]}
+    g = FusionGraph(parse_problem(raw))
+    nothing: frozenset[int] = frozenset()
+    sg = teamkorea.Subgraph(g, (0, 1, 2), nothing)
+    grid = teamkorea.subgraph_grid(g, sg)
+    floor = teamkorea_config.Floor(sg, grid, nothing)
+    assert grid == (2, 8) and floor.least == {0: 64, 1: 64, 3: 16, 5: 16}
+    for h in (8, 4, 2, 1):
+        gran = (8, h, 8)
+        order = NAMED_ORDERS["raster"](ceil_div(8, h), 1)
+        latency = teamkorea.latency(g, sg, gran, teamkorea.tile_kinds(gran[:2], grid, order),
+                                    nothing, grid)
+        assert latency == 176 == floor(gran)
 
 
 def test_a_tie_goes_to_the_better_rank_whatever_order_the_floors_price_them(monkeypatch):
@@ -160,7 +214,8 @@ def test_a_tie_goes_to_the_better_rank_whatever_order_the_floors_price_them(monk
 @pytest.mark.parametrize("semantics", ["default", "teamkorea"])
 def test_ops_met_after_the_deadline_take_a_quick_config_and_the_schedule_holds(semantics):
     """``unfused`` past its deadline: every op takes ``quick_config`` (in either reading),
-    and the schedule, and greedy's from it with no time to merge, are valid."""
+    and the schedule, and greedy's from it with no time to merge, are valid; bests found
+    before are kept, and a config search deadline set outside is kept too."""
     problem = parse_problem(dict(suite(seed=31, count=12, ops=40))["gen-residual-00"])
     rules = reading_rules("per_op", semantics)
     ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
@@ -171,3 +226,8 @@ def test_ops_met_after_the_deadline_take_a_quick_config_and_the_schedule_holds(s
         verdict = evaluate(problem, to_solution(ctx, planned), rules, context=ctx,
                            semantics=semantics)
         assert verdict.valid, verdict.error
+    best = unfused(ctx)  # every op's best, searched to the end
+    assert unfused(ctx, deadline=now() - 1) == best  # once found, kept past a deadline
+    fresh = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
+    with fresh.searching_until(now() - 1):  # a search deadline set outside, passed
+        assert unfused(fresh, deadline=now() + 60) == schedule

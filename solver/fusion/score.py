@@ -42,8 +42,8 @@ from solver.fusion.simulate import NAMED_ORDERS, TraversalName
 from solver.fusion.twins import signature
 
 __all__ = ["Config", "Granularity", "Score", "ScoringContext", "ScoringTimeout", "Traversal",
-           "best_config", "config_at", "least_floor", "legal_config_at", "quick_config",
-           "remember_best", "score_subgraph", "tile_order"]
+           "best_config", "config_at", "known_best", "least_floor", "legal_config_at",
+           "quick_config", "remember_best", "score_subgraph", "tile_order"]
 
 
 # tried, in this order of preference on ties, where a MatMul subgraph has several tile rows
@@ -169,6 +169,15 @@ def quick_config(ctx: ScoringContext, ops: Sequence[int]) -> Config | None:
         return ctx.memo("quick", ops, lambda: _teamkorea(ctx, ops, nothing, nothing, True))
     return ctx.memo("quick", ops, lambda: _search(ctx, ctx.shape(ops), nothing, nothing, 0,
                                                   first=True))
+
+
+def known_best(ctx: ScoringContext, ops: Sequence[int]) -> Config | None:
+    """``best_config``'s answer for ``ops`` with nothing retained if a search already found
+    it, else None: what a schedule wanted after its deadline can still use."""
+    ops = tuple(ops)
+    key = _best_key(ctx.shape(ops), frozenset(), 0, frozenset())
+    kind = "teamkorea best" if ctx.semantics == "teamkorea" else "best"
+    return ctx.memo(kind, key, lambda: None) if ctx.has(kind, key) else None
 
 
 def remember_best(ctx: ScoringContext, ops: tuple[int, ...], retained_in: frozenset[int],

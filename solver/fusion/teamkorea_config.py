@@ -140,18 +140,37 @@ def _tile_allowed(sg: teamkorea.Subgraph, gran: tuple[int, int, int]) -> bool:
     return True
 
 
-def _least_loads(g: FusionGraph, sg: teamkorea.Subgraph, grid: tuple[int, int],
+def _least_loads(sg: teamkorea.Subgraph, grid: tuple[int, int],
                  resident: frozenset[int]) -> dict[int, int]:
-    """Elements each input moves under any configuration: read at least once whole (a
-    MatMul operand) or over the output grid (a Pointwise input)."""
+    """Elements each input moves under any tile, ``k`` and order, as ``teamkorea._operand``
+    slices it over the subgraph's grid, which may be narrower than a MatMul's own output
+    (a MatMul read through a Pointwise op by a narrower one computes only the grid's
+    columns): per tensor the largest of its reads (one slice is cached per tensor, so
+    reads alike share their loads)."""
     least: dict[int, int] = {}
     for q in sg.ops:
-        for t in g.problem.inputs[q]:
-            if t in resident or t in sg.ephemerals:
-                continue
-            whole = g.size(t) if g.is_matmul(q) else grid[0] * grid[1]
-            least[t] = min(least.get(t, whole), whole)
+        for pos, t in enumerate(sg.g.problem.inputs[q]):
+            if t not in resident and t not in sg.ephemerals:
+                least[t] = max(least.get(t, 0), _least_read(sg, q, pos == 0, grid))
     return least
+
+
+def _least_read(sg: teamkorea.Subgraph, q: int, lhs: bool, grid: tuple[int, int]) -> int:
+    """Elements one read of op ``q`` moves at least: a slice keyed by the tile row loads
+    each row band once (the grid's height times its depth), one keyed by the column each
+    column band, a head's streamed operand (keyed by neither) its whole K x the tail's K
+    once, a Pointwise input every grid cell once."""
+    role = sg.roles.get(q)
+    if role is None:
+        return grid[0] * grid[1]
+    kind, own_k = role.kind, sg.k_of(q)
+    if kind == "lhs_head":
+        return grid[1] * own_k if lhs else own_k * sg.slicing_k
+    if kind == "rhs_head":
+        return own_k * sg.slicing_k if lhs else grid[0] * own_k
+    if (kind == "lhs_tail" and lhs) or (kind == "rhs_tail" and not lhs):
+        return 0  # from the chain
+    return (grid[1] if lhs else grid[0]) * sg.reduced_over(q)
 
 
 def reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int, int],
@@ -240,7 +259,7 @@ class Floor:
         self.scale = bandwidth.numerator * per_tile.denominator
         self.per_tile = int(per_tile * self.scale)
         self.per_element = bandwidth.denominator * per_tile.denominator
-        self.least = _least_loads(sg.g, sg, grid, resident)
+        self.least = _least_loads(sg, grid, resident)
         self.traffic = sum(self.least.values()) + len(sg.written) * grid[0] * grid[1]
 
     def compute(self, gran: tuple[int, int, int]) -> int:
@@ -255,7 +274,7 @@ class Floor:
 def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
          kept: frozenset[int], first: bool = False) -> Found | None:
     """The lowest-latency legal configuration that fits, or None; ties go to the fewest
-    tiles, then the largest k, then the widest, then the first of ``TRAVERSALS``.
+    tiles, then the largest k, the widest, the lowest, then the first of ``TRAVERSALS``.
     Candidates are priced in increasing order of their ``Floor``, which sees what a tile's
     strips reload, until the floor passes the best. With ``first``, the fastest traversal
     of the first candidate priced: a good tile in a few simulations, for a schedule wanted

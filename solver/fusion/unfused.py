@@ -5,7 +5,14 @@ from __future__ import annotations
 from models.errors import Issue, NoSolutionError
 from solver.deadline import now
 from solver.fusion.schedule import Planned
-from solver.fusion.score import Config, ScoringContext, ScoringTimeout, best_config, quick_config
+from solver.fusion.score import (
+    Config,
+    ScoringContext,
+    ScoringTimeout,
+    best_config,
+    known_best,
+    quick_config,
+)
 
 
 def unfused(ctx: ScoringContext, solver: str = "unfused",
@@ -32,11 +39,15 @@ def unfused(ctx: ScoringContext, solver: str = "unfused",
 
 
 def _alone(ctx: ScoringContext, q: int, deadline: float) -> Config | None:
-    """Op ``q``'s best config if its search ends by ``deadline``, else a quick one."""
-    if now() < deadline:
+    """Op ``q``'s best config if its search ends by ``deadline`` (or by a config search
+    deadline already set), else the best found before or a quick one (searched to its end:
+    a schedule is owed)."""
+    ends = min(deadline, ctx.deadline if ctx.deadline is not None else deadline)
+    if now() < ends:
         try:
-            with ctx.searching_until(deadline):
+            with ctx.searching_until(ends):
                 return best_config(ctx, (q,))
         except ScoringTimeout:
             pass
-    return quick_config(ctx, (q,))
+    with ctx.searching_until(float("inf")):
+        return known_best(ctx, (q,)) or quick_config(ctx, (q,))
