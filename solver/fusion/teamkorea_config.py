@@ -262,9 +262,12 @@ class Floor:
         self.least = _least_loads(sg, grid, resident)
         self.traffic = sum(self.least.values()) + len(sg.written) * grid[0] * grid[1]
 
+    def tiles(self, gran: tuple[int, int, int]) -> int:
+        return ceil_div(self.grid[0], gran[0]) * ceil_div(self.grid[1], gran[1])
+
     def compute(self, gran: tuple[int, int, int]) -> int:
         """Of every tile, at most the floor."""
-        return ceil_div(self.grid[0], gran[0]) * ceil_div(self.grid[1], gran[1]) * self.per_tile
+        return self.tiles(gran) * self.per_tile
 
     def __call__(self, gran: tuple[int, int, int]) -> int:
         moved = self.traffic + reloads(self.sg, gran, self.grid, self.resident, self.least)
@@ -290,9 +293,8 @@ def best(ctx: ScoringContext, ops: tuple[int, ...], resident: frozenset[int],
     # least floor first, each candidate's reloads counted only once it reaches the top (the
     # compute of its tiles is below its floor): most are never priced, and working out every
     # candidate's reloads cost Pointwise-heavy op sets more than pricing (benchmark 17)
-    waiting = [(floor.compute(gran),
-                (ceil_div(grid[0], gran[0]) * ceil_div(grid[1], gran[1]), -gran[2], -gran[0],
-                 gran), False, ws) for gran, ws in candidates(ctx, sg, grid, resident)]
+    waiting = [(floor.compute(gran), (floor.tiles(gran), -gran[2], -gran[0], gran), False, ws)
+               for gran, ws in candidates(ctx, sg, grid, resident)]
     heapq.heapify(waiting)
     found: Found | None = None
     leader: tuple = ()  # (latency in the floor's units, rank, traversal) of the best found
