@@ -218,6 +218,28 @@ def split_k_problems(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
+def narrowing_chain_problems(draw: st.DrawFn) -> dict[str, Any]:
+    """``X @ W0``, sometimes through a Pointwise op, then one or two MatMuls each narrower
+    than the one before (down to one column): a subgraph ending at a narrow MatMul has
+    that MatMul's grid, narrower than the first MatMul's output, and the TeamKorea reading
+    computes the first MatMul, and moves its weight, over the grid's columns only (the
+    case a floor charging operands whole got wrong). Cheap ops, sometimes slow memory."""
+    rows, depth = draw(st.sampled_from([8, 16])), draw(st.sampled_from([8, 16, 24]))
+    width = draw(st.sampled_from([16, 24]))
+    b = ProblemBuilder([(depth, rows), (width, depth)])
+    out = b.op("MatMul", [0, 1], width, rows)
+    if draw(st.booleans()):
+        out = b.op("Pointwise", [out], width, rows)
+    for _ in range(draw(st.integers(1, 2))):
+        if width == 1:
+            break
+        narrower = draw(st.sampled_from([w for w in (1, 2, 4, 8) if w < width]))
+        out = b.op("MatMul", [out, b.tensor(narrower, width)], narrower, rows)
+        width = narrower
+    return b.problem(draw, [8, 8], most_cost=8, roomy=True)
+
+
+@st.composite
 def teamkorea_subgraphs(draw: st.DrawFn, g: FusionGraph
                         ) -> tuple[tuple[int, ...], frozenset[int], frozenset[int]]:
     """(ops, retained outputs, resident inputs) of a subgraph the TeamKorea reading may

@@ -27,6 +27,7 @@ from tests.fusion_cases import (
     QUICK,
     attention_problems,
     head_chain_problems,
+    narrowing_chain_problems,
     problems,
     split_chain_problems,
     split_k_problems,
@@ -36,7 +37,7 @@ from tests.fusion_cases import (
 )
 
 SOURCES = st.one_of(problems(max_ops=5), split_chain_problems(), head_chain_problems(),
-                    attention_problems(), split_k_problems())
+                    attention_problems(), split_k_problems(), narrowing_chain_problems())
 
 
 def _subgraph(raw: dict, data: st.DataObject):
@@ -54,6 +55,30 @@ def test_no_tile_costs_less_than_its_floor(raw, data):
     tiles, the latency is at least the floor the search orders candidates by (with what a
     split K, or a tile's change of row or column, reloads)."""
     g, _, _, resident, sg = _subgraph(raw, data)
+    _check_floor(g, sg, resident, data)
+
+
+@settings(QUICK, max_examples=100)
+@given(raw=narrowing_chain_problems(), data=st.data())
+def test_no_tile_costs_less_than_its_floor_where_the_grid_narrows(raw, data):
+    """The first MatMul of a narrowing chain with the first narrower one (and the
+    Pointwise op between them, if any) as one subgraph: its grid is the narrower output,
+    over which the reading computes the first MatMul too, so its weight moves only the
+    grid's width of columns; the floor must not charge it whole. Sometimes with room for
+    every tile."""
+    if data.draw(st.booleans()):
+        raw = raw | {"fast_memory_capacity": 10**6}
+    g = FusionGraph(parse_problem(raw))
+    narrower = next(q for q in range(1, g.problem.num_ops) if g.is_matmul(q))
+    sg = teamkorea.Subgraph(g, tuple(range(narrower + 1)), frozenset())
+    _check_floor(g, sg, frozenset(), data)
+
+
+def _check_floor(g: FusionGraph, sg: teamkorea.Subgraph, resident: frozenset[int],
+                 data: st.DataObject) -> None:
+    """The floor of ``sg`` at a granularity drawn is at most the latency in an order drawn,
+    and at least its compute part (nothing checked where the reading refuses the
+    granularity or it does not fit)."""
     gran = data.draw(teamkorea_granularities(g, sg))
     try:
         grid = teamkorea.subgraph_grid(g, sg)

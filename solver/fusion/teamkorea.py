@@ -455,6 +455,33 @@ def _operand(read: Read, row: int, col: int, step: int,
     return ((row, -1, step), th * depth, True) if lhs else ((-1, col, step), depth * tw, True)
 
 
+def operand_loads(kind: str, lhs: bool, grid: tuple[int, int], own_k: int, reduced: int,
+                  tiles: tuple[int, int] = (1, 1)) -> int:
+    """Elements a loaded MatMul operand moves over ``grid`` (width, height) as ``_operand``
+    keys and sizes its slices, for a MatMul of role ``kind`` with its own K and the K its
+    steps add up to (``reduced``): each slice loaded once, which every tile, ``k`` and
+    order moves at least. Under split K every slice a step reads is keyed by the step, so
+    each tile loads its strips again: over ``tiles`` (columns, rows) a standalone's or a
+    tail's LHS moves once per tile column, its RHS once per tile row, a head's streamed
+    operand once per tile; a head's held strip (keyed by tile row or column only) moves
+    once whatever the tiles. Not for an operand the chain makes."""
+    columns, rows = tiles
+    if kind == "lhs_head":
+        return grid[1] * own_k if lhs else columns * rows * own_k * reduced
+    if kind == "rhs_head":
+        return columns * rows * reduced * own_k if lhs else grid[0] * own_k
+    return (columns * grid[1] if lhs else rows * grid[0]) * reduced
+
+
+def strip_changes(own_k: int, area: int, tile: tuple[int, int]) -> Fraction:
+    """Elements a standalone MatMul with both operands loaded moves at least with one
+    k-step over a grid of ``area``: its LHS strip is keyed by the tile row and its RHS
+    strip by the column, so every tile after the first changes one and loads it, at least
+    ``own_k`` times the tile's smaller side: over the grid, ``own_k`` times its area over
+    the tile's larger side."""
+    return Fraction(own_k * area, max(tile))
+
+
 def latency(g: FusionGraph, sg: Subgraph, gran: tuple[int, int, int], kinds: TileKinds,
             resident: frozenset[int], grid: tuple[int, int]) -> Fraction:
     """Sum over tiles and k-steps of max(compute, (loads + writes) / bandwidth), the tiles

@@ -156,21 +156,15 @@ def _least_loads(sg: teamkorea.Subgraph, grid: tuple[int, int],
 
 
 def _least_read(sg: teamkorea.Subgraph, q: int, lhs: bool, grid: tuple[int, int]) -> int:
-    """Elements one read of op ``q`` moves at least: a slice keyed by the tile row loads
-    each row band once (the grid's height times its depth), one keyed by the column each
-    column band, a head's streamed operand (keyed by neither) its whole K x the tail's K
-    once, a Pointwise input every grid cell once."""
+    """Elements one read of op ``q`` moves at least: every slice once
+    (``teamkorea.operand_loads``; a Pointwise input every grid cell once, an operand from
+    the chain nothing)."""
     role = sg.roles.get(q)
     if role is None:
         return grid[0] * grid[1]
-    kind, own_k = role.kind, sg.k_of(q)
-    if kind == "lhs_head":
-        return grid[1] * own_k if lhs else own_k * sg.slicing_k
-    if kind == "rhs_head":
-        return own_k * sg.slicing_k if lhs else grid[0] * own_k
-    if (kind == "lhs_tail" and lhs) or (kind == "rhs_tail" and not lhs):
-        return 0  # from the chain
-    return (grid[1] if lhs else grid[0]) * sg.reduced_over(q)
+    if (role.kind == "lhs_tail" and lhs) or (role.kind == "rhs_tail" and not lhs):
+        return 0
+    return teamkorea.operand_loads(role.kind, lhs, grid, sg.k_of(q), sg.reduced_over(q))
 
 
 def reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int, int],
@@ -186,40 +180,27 @@ def reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int,
 
 def _split_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tuple[int, int],
                    resident: frozenset[int]) -> dict[int, int]:
-    """Elements each MatMul operand moves at least under split K: every slice read per
-    k-step is keyed by the step, so no tile keeps one from the tile before, and every
-    tile loads its strips again. Over the grid, a standalone's or a tail's loaded LHS
-    moves the grid's height times the K it reduces once per tile column, its RHS the width
-    once per tile row; a head's streamed operand its whole K x the tail's K per tile. Two
+    """Elements each MatMul operand moves at least under split K, where every tile loads
+    its strips again (``teamkorea.operand_loads`` over the tile columns and rows). Two
     reads of one tensor use different slice keys, so the larger counts."""
     g, (w, h, _) = sg.g, gran
-    columns, rows = ceil_div(grid[0], w), ceil_div(grid[1], h)
+    tiles = ceil_div(grid[0], w), ceil_div(grid[1], h)
     found: dict[int, int] = {}
     for q in sg.matmuls:
-        kind = sg.roles[q].kind
         for pos, t in enumerate(g.problem.inputs[q][:2]):
-            if t in resident or t in sg.ephemerals:
-                continue
-            lhs = pos == 0
-            if kind in ("lhs_head", "rhs_head"):
-                if lhs == (kind == "lhs_head"):
-                    continue  # held for the tile: keyed by its row or column, not the step
-                moved = columns * rows * sg.k_of(q) * sg.slicing_k
-            else:
-                reduced = sg.reduced_over(q)
-                moved = columns * grid[1] * reduced if lhs else rows * grid[0] * reduced
-            found[t] = max(found.get(t, 0), moved)
+            if t not in resident and t not in sg.ephemerals:
+                moved = teamkorea.operand_loads(sg.roles[q].kind, pos == 0, grid, sg.k_of(q),
+                                                sg.reduced_over(q), tiles)
+                found[t] = max(found.get(t, 0), moved)
     return found
 
 
 def _one_step_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int],
                       grid: tuple[int, int], resident: frozenset[int],
                       least: dict[int, int]) -> int:
-    """With one k-step a standalone MatMul's LHS strip is keyed by the tile row and its
-    RHS strip by the column, so every tile after the first changes one and reloads it
-    (the first loads both): over the grid at least K x its area / the tile's larger side,
-    for both operands together when both are loaded. MatMuls may share an operand's
-    slices, so the largest excess of one MatMul counts."""
+    """With one k-step a standalone MatMul with both operands loaded moves at least
+    ``teamkorea.strip_changes`` of them together, past their least loads. MatMuls may
+    share an operand's slices, so the largest excess of one MatMul counts."""
     g, (w, h, _) = sg.g, gran
     most = 0
     for q in sg.matmuls:
@@ -228,7 +209,7 @@ def _one_step_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int],
         lhs, rhs = g.problem.inputs[q][:2]
         if any(t in resident or t in sg.ephemerals for t in (lhs, rhs)):
             continue
-        moved = sg.k_of(q) * grid[0] * grid[1] // max(w, h)
+        moved = int(teamkorea.strip_changes(sg.k_of(q), grid[0] * grid[1], (w, h)))
         paid = least.get(lhs, 0) + (least.get(rhs, 0) if rhs != lhs else 0)
         most = max(most, moved - paid)
     return most

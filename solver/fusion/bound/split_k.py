@@ -22,8 +22,8 @@ from fractions import Fraction
 from itertools import product
 from typing import Any
 
-from solver.fusion.problem import FusionGraph, ceil_div, exact
-from solver.fusion.teamkorea import Role
+from solver.fusion.problem import FusionGraph, LeastGrid, ceil_div, exact
+from solver.fusion.teamkorea import Role, operand_loads, strip_changes
 
 
 def split_k_bound(g: FusionGraph) -> Fraction:
@@ -187,26 +187,30 @@ def split_loads(g: FusionGraph, q: int, grids: Grids) -> int:
     tile row; a tail the same for the operand it loads; a head its streamed operand whole
     per tile and the other once per row (or column). The grid follows readers through
     no other MatMul, or a head's tail (``Grids``)."""
-    p = g.problem
     nw, nh, _ = g.native
-    k = g.reduction_length(q)
-    out = p.outputs[q][0]
     least: int | None = None
     for role in possible_roles(g, q):
         if role.middle or (role.lhs_in and role.rhs_in):
             continue  # split K allows one head and one tail at most
-        lhs, rhs = (_paid(g, q, role, pos, split=True) for pos in (0, 1))
         grid = (grids.paired if role.head else grids.alone)[q]
-        columns, rows = ceil_div(grid.width, nw), ceil_div(grid.height, nh)
-        kind = role.kind
-        if kind == "lhs_head":
-            loads = lhs * grid.height * k + rhs * grid.tiles * k * p.widths[out]
-        elif kind == "rhs_head":
-            loads = lhs * grid.tiles * p.heights[out] * k + rhs * grid.width * k
-        else:  # standalone or a tail: per-step slices of what is not from the chain
-            loads = lhs * columns * grid.height * k + rhs * rows * grid.width * k
+        # tiles are within the native size; a head's streamed operand moves once per tile
+        tiles = (grid.tiles, 1) if role.head else \
+            (ceil_div(grid.width, nw), ceil_div(grid.height, nh))
+        loads = sum(_operand_loads(g, q, role, pos, grid, tiles) for pos in (0, 1)
+                    if _paid(g, q, role, pos, split=True))
         least = loads if least is None else min(least, loads)
     return least or 0
+
+
+def _operand_loads(g: FusionGraph, q: int, role: Role, pos: int, grid: LeastGrid,
+                   tiles: tuple[int, int] = (1, 1)) -> int:
+    """``teamkorea.operand_loads`` of ``q``'s operand at ``pos`` over ``grid``: a head's
+    steps add up to its tail's K, the width (LHS head) or height (RHS head) of its
+    output; any other's to its own K."""
+    p, k = g.problem, g.reduction_length(q)
+    out = p.outputs[q][0]
+    reduced = {"lhs_head": p.widths[out], "rhs_head": p.heights[out]}.get(role.kind, k)
+    return operand_loads(role.kind, pos == 0, (grid.width, grid.height), k, reduced, tiles)
 
 
 def one_step_configs(g: FusionGraph, q: int, grids: Grids) -> list[tuple[int, Fraction]]:
@@ -232,17 +236,16 @@ def one_step_configs(g: FusionGraph, q: int, grids: Grids) -> list[tuple[int, Fr
         lhs, rhs = (_paid(g, q, role, pos, split=False) for pos in (0, 1))
         readers = max([1] + [sum(g.is_matmul(c) for c in g.consumers[p.inputs[q][pos]])
                              for pos, paid in enumerate((lhs, rhs)) if paid])
+        loads = sum(_operand_loads(g, q, role, pos, grid) for pos, paid in enumerate((lhs, rhs))
+                    if paid)
         per_h = per_w = fixed = 0  # buffers: per tile row of height, per column, whole
         kind = role.kind
         if kind == "lhs_head":
             per_h, fixed = lhs * k, rhs * k * p.widths[out]
-            loads = lhs * k * grid.height + rhs * k * p.widths[out]
         elif kind == "rhs_head":
             fixed, per_w = lhs * p.heights[out] * k, rhs * k
-            loads = lhs * p.heights[out] * k + rhs * k * grid.width
         else:
             per_h, per_w = lhs * k, rhs * k
-            loads = lhs * k * grid.height + rhs * k * grid.width
         for w in range(1, nw + 1):
             room = capacity - fixed - per_w * w
             if room < per_h:
@@ -251,7 +254,7 @@ def one_step_configs(g: FusionGraph, q: int, grids: Grids) -> list[tuple[int, Fr
             tiles = max(grid.tiles, ceil_div(grid.width, w) * ceil_div(grid.height, h))
             moved = Fraction(loads)
             if lhs and rhs and kind not in ("lhs_head", "rhs_head"):
-                moved = max(moved, Fraction(k * grid.area, max(w, h)))
+                moved = max(moved, strip_changes(k, grid.area, (w, h)))
             moved /= readers
             if tiles not in found or moved < found[tiles]:
                 found[tiles] = moved
