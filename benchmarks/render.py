@@ -553,6 +553,7 @@ TABLES = {
     "fusion-suite-tkfloor": Table("fusion-suite-tkfloor.json", fusion_suite_tables),
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "process-time": Table("process-time.json", process_time_table),
+    "process-time-640": Table("process-time-640.json", process_time_table),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),

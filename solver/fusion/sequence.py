@@ -36,14 +36,16 @@ from solver.fusion.variants import Variant
 MOST_STATES = 20_000
 """States reached at most before the search gives up (about 400 bytes each; reached in
 0.5-0.6 s relinking greedy's schedules of benchmarks 13 and 17)."""
-CHECK_EVERY = 256
-"""States expanded between two checks of the deadline."""
+OPS_PER_CHECK = 16_384
+"""Ops looked at (states expanded times the ops of the window) between two checks of the
+deadline: every 256 states in a window of 64 ops, every 25 over a 640-op graph, where
+256 states took 0.09 s."""
 STATE_S, LOOKUP_S = 2.5e-5, 8e-8
 """Deterministic seconds charged per state reached and per variant looked up from a state
 (``deadline.charge``), fitted to the wall time of three searches (within 15%): 959 states
 and 4.2 million lookups in 0.35 s (``gen-forkjoin-04``, all 30,915 variants), 20,000
 states and 49,000-63,000 lookups in 0.49-0.59 s (relinking greedy's schedules of
-benchmarks 13 and 17). A clock tick per ``CHECK_EVERY`` states undercharged them 4-14x."""
+benchmarks 13 and 17). A clock tick per check of the deadline undercharged them 4-14x."""
 
 State = tuple[int, int, int]
 """Ops run, tensors in slow memory (bit masks) and the index of what is resident."""
@@ -71,12 +73,13 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
 
     start_resident, handoff = resident_id(window.resident), resident_id(window.handoff)
     universe = sorted({q for v in variants for q in v.ops} | window.cover)
-    reads, writes, ops_of, kept_in, kept_out = [], [], [], [], []
+    reads, writes, ops_of, kept_in, kept_out, touched = [], [], [], [], [], []
     by_op_in: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, v in enumerate(variants):
         reads.append(_mask(v.reads_from_slow))
         writes.append(_mask(v.writes))
         ops_of.append(_mask(v.ops))
+        touched.append(writes[i] | _mask({t for q in v.ops for t in ctx.problem.inputs[q]}))
         kept_in.append(resident_id(v.retained_in))
         kept_out.append(resident_id(v.retained_out))
         for q in v.ops:
@@ -88,8 +91,14 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
     inputs = {q: [(t, 1 << g.producer[t] if t in g.producer else 0)
                   for t in ctx.problem.inputs[q]] for q in universe}
 
-    def still_needed(avail: int, run: int) -> int:
-        kept, rest = avail & needed, avail & ~needed
+    def still_needed(avail: int, run: int, among: int = -1) -> int:
+        """``avail`` without the tensors of ``among`` (every one by default) that no op
+        left to run reads and the window need not leave in slow memory. A state's tensors
+        are all still needed, so after a variant only those it reads or writes
+        (``touched``) can cease to be: checking those alone costs a large graph's path
+        far less than checking every tensor slow memory holds."""
+        rest = avail & ~needed & among
+        kept = avail & ~rest
         while rest:
             low = rest & -rest
             t = low.bit_length() - 1
@@ -103,6 +112,7 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
     came: dict[State, tuple[State, int]] = {}
     heap: list[tuple[int, int, State]] = [(0, 0, start)]
     pushed = expanded = looked_up = charged = 0
+    check_every = max(1, OPS_PER_CHECK // max(1, len(universe)))
     try:
         while heap:
             d, _, state = heapq.heappop(heap)
@@ -112,7 +122,7 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
             if run & cover == cover and avail & needed == needed and kept == handoff:
                 return _path(variants, came, state)
             expanded += 1
-            if expanded % CHECK_EVERY == 0:
+            if expanded % check_every == 0:
                 charge(looked_up * LOOKUP_S + (len(best) - charged) * STATE_S)
                 looked_up, charged = 0, len(best)
                 if now() > deadline:
@@ -130,7 +140,8 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
                         continue
                     tried.add(i)
                     after = run | ops_of[i]
-                    nxt = (after, still_needed(avail | writes[i], after), kept_out[i])
+                    nxt = (after, still_needed(avail | writes[i], after, touched[i]),
+                           kept_out[i])
                     nd = d + cost[i]
                     if nd < best.get(nxt, nd + 1):
                         if len(best) >= most_states:
