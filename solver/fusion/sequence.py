@@ -35,11 +35,12 @@ from solver.fusion.variants import Variant
 
 MOST_STATES = 20_000
 """States reached at most before the search gives up (about 400 bytes each; reached in
-0.5-0.6 s relinking greedy's schedules of benchmarks 13 and 17)."""
-OPS_PER_CHECK = 16_384
-"""Ops looked at (states expanded times the ops of the window) between two checks of the
-deadline: every 256 states in a window of 64 ops, every 25 over a 640-op graph, where
-256 states took 0.09 s."""
+0.33-0.54 s relinking greedy's schedules of benchmarks 13 and 17)."""
+CHECK_EVERY, OPS_PER_CHECK, LOOKUPS_PER_CHECK = 256, 16_384, 262_144
+"""States expanded between two checks of the deadline at most; fewer where they look at
+more ops (states times the ops of the window: every 25 states over a 640-op graph, where
+256 took 0.09 s) or more variants (every window whose states look up more than a
+thousand each)."""
 STATE_S, LOOKUP_S = 2.5e-5, 8e-8
 """Deterministic seconds charged per state reached and per variant looked up from a state
 (``deadline.charge``), fitted to the wall time of three searches (within 15%): 959 states
@@ -94,9 +95,9 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
     def still_needed(avail: int, run: int, among: int = -1) -> int:
         """``avail`` without the tensors of ``among`` (every one by default) that no op
         left to run reads and the window need not leave in slow memory. A state's tensors
-        are all still needed, so after a variant only those it reads or writes
-        (``touched``) can cease to be: checking those alone costs a large graph's path
-        far less than checking every tensor slow memory holds."""
+        are all still needed, so after a variant only the inputs of its ops and what it
+        writes (``touched``) can cease to be: checking those alone costs a large graph's
+        path far less than checking every tensor slow memory holds."""
         rest = avail & ~needed & among
         kept = avail & ~rest
         while rest:
@@ -112,7 +113,7 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
     came: dict[State, tuple[State, int]] = {}
     heap: list[tuple[int, int, State]] = [(0, 0, start)]
     pushed = expanded = looked_up = charged = 0
-    check_every = max(1, OPS_PER_CHECK // max(1, len(universe)))
+    check_every = max(1, min(CHECK_EVERY, OPS_PER_CHECK // max(1, len(universe))))
     try:
         while heap:
             d, _, state = heapq.heappop(heap)
@@ -122,7 +123,7 @@ def shortest_sequence(ctx: ScoringContext, window: Window, variants: Sequence[Va
             if run & cover == cover and avail & needed == needed and kept == handoff:
                 return _path(variants, came, state)
             expanded += 1
-            if expanded % check_every == 0:
+            if expanded % check_every == 0 or looked_up >= LOOKUPS_PER_CHECK:
                 charge(looked_up * LOOKUP_S + (len(best) - charged) * STATE_S)
                 looked_up, charged = 0, len(best)
                 if now() > deadline:

@@ -182,7 +182,8 @@ def _split_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int], grid: tup
                    resident: frozenset[int]) -> dict[int, int]:
     """Elements each MatMul operand moves at least under split K, where every tile loads
     its strips again (``teamkorea.operand_loads`` over the tile columns and rows). Two
-    reads of one tensor use different slice keys, so the larger counts."""
+    reads of one tensor use different slice keys, so the larger counts. (A head's held
+    strip moves what its least read does, so it reloads nothing.)"""
     g, (w, h, _) = sg.g, gran
     tiles = ceil_div(grid[0], w), ceil_div(grid[1], h)
     found: dict[int, int] = {}
