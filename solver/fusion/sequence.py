@@ -46,7 +46,10 @@ STATE_S, LOOKUP_S = 2.5e-5, 8e-8
 (``deadline.charge``), fitted to the wall time of three searches (within 15%): 959 states
 and 4.2 million lookups in 0.35 s (``gen-forkjoin-04``, all 30,915 variants), 20,000
 states and 49,000-63,000 lookups in 0.49-0.59 s (relinking greedy's schedules of
-benchmarks 13 and 17). A clock tick per check of the deadline undercharged them 4-14x."""
+benchmarks 13 and 17). A clock tick per check of the deadline undercharged them 4-14x.
+Steps have since become cheaper where slow memory holds many tensors (those relinkings:
+0.33-0.54 s), so there these charges run ahead of the wall clock: a deterministic solve's
+path stops sooner, never later."""
 
 State = tuple[int, int, int]
 """Ops run, tensors in slow memory (bit masks) and the index of what is resident."""
