@@ -330,6 +330,23 @@ def attention_problems(draw: st.DrawFn) -> dict[str, Any]:
     return b.problem(draw, native, most_cost=4)
 
 
+TEAMKOREA_SOURCES = st.one_of(problems(max_ops=5), split_chain_problems(),
+                              head_chain_problems(), attention_problems(), split_k_problems(),
+                              narrowing_chain_problems())
+"""Problems the TeamKorea reading's floors and claims are checked on."""
+
+
+def teamkorea_case(raw: dict[str, Any], data: st.DataObject
+                   ) -> tuple[FusionGraph, tuple[int, ...], frozenset[int], frozenset[int]]:
+    """The graph of ``raw`` (half the time with a ``tight`` capacity) and a subgraph of it
+    drawn as ``teamkorea_subgraphs`` does: (graph, ops, retained outputs, resident
+    inputs)."""
+    if data.draw(st.booleans()):
+        raw = tight(raw, data)
+    g = FusionGraph(parse_problem(raw))
+    return g, *data.draw(teamkorea_subgraphs(g))
+
+
 @st.composite
 def subgraph_cases(draw: st.DrawFn, source: st.SearchStrategy | None = None) -> tuple:
     """(graph, ops, granularity, traversal, retained_in, retained_out) for one subgraph of

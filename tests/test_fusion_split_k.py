@@ -19,15 +19,11 @@ from solver.fusion.simulate import NAMED_ORDERS
 from solver.fusion.solvers import solve
 from tests.fusion_cases import (
     QUICK,
-    attention_problems,
+    TEAMKOREA_SOURCES,
     connected_ops,
-    head_chain_problems,
-    problems,
-    split_chain_problems,
     split_k_problems,
+    teamkorea_case,
     teamkorea_granularities,
-    teamkorea_subgraphs,
-    tight,
 )
 from tests.test_fusion_teamkorea import EXPECTED, benchmark, tk
 
@@ -148,18 +144,14 @@ def test_every_schedule_the_reading_accepts_is_at_or_above_the_claims(name):
 
 
 @settings(QUICK, max_examples=150)
-@given(raw=st.one_of(problems(max_ops=5), split_chain_problems(), head_chain_problems(),
-                     attention_problems(), split_k_problems()), data=st.data())
+@given(raw=TEAMKOREA_SOURCES, data=st.data())
 def test_no_subgraph_pays_less_than_the_claims_of_its_ops(raw, data):
     """Whatever op set (connected or not), retention, resident inputs, tile, k and
     traversal the reading accepts within the capacity, the subgraph's latency is at least
     the sum of its ops' claims, at any ``lam``, either way of claiming: what
     ``split_k_bound`` adds up."""
-    if data.draw(st.booleans()):
-        raw = tight(raw, data)
-    g = FusionGraph(parse_problem(raw))
+    g, ops, kept, resident = teamkorea_case(raw, data)
     p = g.problem
-    ops, kept, resident = data.draw(teamkorea_subgraphs(g))
     sg = teamkorea.Subgraph(g, ops, kept)
     gran = data.draw(teamkorea_granularities(g, sg))
     name = data.draw(st.sampled_from(sorted(NAMED_ORDERS)))

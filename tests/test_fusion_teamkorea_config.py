@@ -25,37 +25,21 @@ from solver.fusion.solvers import reading_rules
 from solver.fusion.unfused import unfused
 from tests.fusion_cases import (
     QUICK,
-    attention_problems,
-    head_chain_problems,
+    TEAMKOREA_SOURCES,
     narrowing_chain_problems,
-    problems,
-    split_chain_problems,
-    split_k_problems,
+    teamkorea_case,
     teamkorea_granularities,
-    teamkorea_subgraphs,
-    tight,
 )
-
-SOURCES = st.one_of(problems(max_ops=5), split_chain_problems(), head_chain_problems(),
-                    attention_problems(), split_k_problems(), narrowing_chain_problems())
-
-
-def _subgraph(raw: dict, data: st.DataObject):
-    if data.draw(st.booleans()):
-        raw = tight(raw, data)
-    g = FusionGraph(parse_problem(raw))
-    ops, kept, resident = data.draw(teamkorea_subgraphs(g))
-    return g, ops, kept, resident, teamkorea.Subgraph(g, ops, kept)
 
 
 @settings(QUICK, max_examples=200)
-@given(raw=SOURCES, data=st.data())
+@given(raw=TEAMKOREA_SOURCES, data=st.data())
 def test_no_tile_costs_less_than_its_floor(raw, data):
     """At any tile and k the reading accepts within the capacity, in any order of the
     tiles, the latency is at least the floor the search orders candidates by (with what a
     split K, or a tile's change of row or column, reloads)."""
-    g, _, _, resident, sg = _subgraph(raw, data)
-    _check_floor(g, sg, resident, data)
+    g, ops, kept, resident = teamkorea_case(raw, data)
+    _check_floor(g, teamkorea.Subgraph(g, ops, kept), resident, data)
 
 
 @settings(QUICK, max_examples=100)
@@ -139,13 +123,14 @@ def _every_candidate(ctx: ScoringContext, sg: teamkorea.Subgraph, grid: tuple[in
 
 
 @settings(QUICK, max_examples=150)
-@given(raw=SOURCES, data=st.data())
+@given(raw=TEAMKOREA_SOURCES, data=st.data())
 def test_the_search_finds_what_pricing_every_candidate_finds(raw, data):
     """The best of every candidate and named traversal, priced one by one, ties to the
     fewest tiles, largest k, widest tile, then the first traversal: what ``best`` returns
     though it stops once the floors pass its best. And its ``first`` answer fits and is
     priced as the reading prices it."""
-    g, ops, kept, resident, sg = _subgraph(raw, data)
+    g, ops, kept, resident = teamkorea_case(raw, data)
+    sg = teamkorea.Subgraph(g, ops, kept)
     ctx = ScoringContext(g.problem, teamkorea.RULES, semantics="teamkorea")
     found = teamkorea_config.best(ctx, ops, resident, kept)
     quick = teamkorea_config.best(ctx, ops, resident, kept, first=True)

@@ -464,8 +464,10 @@ def operand_loads(kind: str, lhs: bool, grid: tuple[int, int], own_k: int, reduc
     each tile loads its strips again: over ``tiles`` (columns, rows) a standalone's or a
     tail's LHS moves once per tile column, its RHS once per tile row, a head's streamed
     operand once per tile; a head's held strip (keyed by tile row or column only) moves
-    once whatever the tiles. Not for an operand the chain makes."""
+    once whatever the tiles. An operand the chain makes moves nothing."""
     columns, rows = tiles
+    if (kind == "lhs_tail" and lhs) or (kind == "rhs_tail" and not lhs):
+        return 0
     if kind == "lhs_head":
         return grid[1] * own_k if lhs else columns * rows * own_k * reduced
     if kind == "rhs_head":

@@ -162,8 +162,6 @@ def _least_read(sg: teamkorea.Subgraph, q: int, lhs: bool, grid: tuple[int, int]
     role = sg.roles.get(q)
     if role is None:
         return grid[0] * grid[1]
-    if (role.kind == "lhs_tail" and lhs) or (role.kind == "rhs_tail" and not lhs):
-        return 0
     return teamkorea.operand_loads(role.kind, lhs, grid, sg.k_of(q), sg.reduced_over(q))
 
 
