@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import address_table  # noqa: E402
 from models.errors import InputValidationError  # noqa: E402
@@ -62,8 +63,8 @@ def run(paths: list[Path], time_limit: float, workers: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="cpsat seconds")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--time-limit", type=positive, default=10.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--all", action="store_true", help="include the Llama-3.1-8B graph")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "address.json")

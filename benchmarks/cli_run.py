@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.arguments import at_least, positive
+
 
 @dataclass(frozen=True)
 class CliRun:
@@ -62,15 +64,10 @@ def graph_files(parser: argparse.ArgumentParser, graphs: list[Path]) -> list[Pat
 def add_suite_arguments(parser: argparse.ArgumentParser, graphs: list[Path],
                         time_limit: float, baseline_limit: float) -> None:
     """The options every suite runner takes: limits, workers, graphs, a filter, the JSON."""
-    parser.add_argument("--time-limit", type=float, default=time_limit)
-    parser.add_argument("--baseline-limit", type=float, default=baseline_limit)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-limit", type=positive, default=time_limit)
+    parser.add_argument("--baseline-limit", type=positive, default=baseline_limit)
+    parser.add_argument("--workers", type=at_least(1), default=2)
     parser.add_argument("--graphs", type=Path, nargs="*", default=graphs,
                         help="graph files or folders of them")
     parser.add_argument("--only", nargs="*", help="graph names (file stems) to run")
     parser.add_argument("--out", type=Path, default=None)
-
-
-def check_limits(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.time_limit <= 0 or args.baseline_limit <= 0:
-        parser.error("time limits must be positive")

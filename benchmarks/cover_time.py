@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 # a sibling: ``benchmarks`` comes from --tree
+from arguments import positive
 from suite_args import add_problem_arguments, chosen, reading_modes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,13 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_problem_arguments(parser, "gen-transformer-04")
-    parser.add_argument("--deadline", type=float, default=60.0,
+    parser.add_argument("--deadline", type=positive, default=60.0,
                         help="seconds the cover may take (default 60)")
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="checkout whose solver is timed (default: this one)")
     args = parser.parse_args(argv)
-    if args.deadline <= 0:
-        parser.error("--deadline must be positive")
     if not (args.tree / "solver" / "fusion").is_dir():
         parser.error(f"--tree {args.tree} holds no solver/fusion")
     sys.path.insert(0, str(args.tree.resolve()))

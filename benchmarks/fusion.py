@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta  # noqa: E402
 from benchmarks.render import FUSION_MODES as MODES  # noqa: E402
@@ -165,8 +166,8 @@ def scorer_speed(problems: dict[str, FusionProblem], samples: int = 400) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--time-limit", type=positive, default=30.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--benchmarks", type=Path,
                         default=ROOT.parent / "shared" / "mlsys2026" / "benchmarks")
     parser.add_argument("--out", type=Path, default=None,

@@ -27,10 +27,15 @@ import argparse
 import json
 import math
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.arguments import at_least  # noqa: E402
 
 NATIVE = 128
 MIN_OPS, MAX_OPS = 5, 160
@@ -381,16 +386,12 @@ def _problem(seed: int, name: str, index: int, ops: int, share: float, tier: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
-    parser.add_argument("--ops", type=int, default=None,
+    parser.add_argument("--count", type=at_least(1), default=DEFAULT_COUNT)
+    parser.add_argument("--ops", type=at_least(MIN_OPS), default=None,
                         help="every problem of this many ops (default: 5 to 160, log-spaced)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write each problem to DIR/NAME.json (default: list them only)")
     args = parser.parse_args()
-    if args.count < 1:
-        parser.error("--count must be at least 1")
-    if args.ops is not None and args.ops < MIN_OPS:
-        parser.error(f"--ops must be at least {MIN_OPS}")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     for name, raw in suite(args.seed, args.count, args.ops):

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.fusion import measure  # noqa: E402
 from benchmarks.fusion_generate import (  # noqa: E402
     DEFAULT_COUNT,
@@ -116,10 +117,11 @@ def summarize(records: list[Record]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="cpsat seconds")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--time-limit", type=positive, default=10.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--seed", type=int, default=0, help="the suite's generator seed")
-    parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="problems generated")
+    parser.add_argument("--count", type=at_least(1), default=DEFAULT_COUNT,
+                        help="problems generated")
     parser.add_argument("--only", action="append", metavar="NAME-SUBSTRING",
                         help="run only the problems whose name contains this (repeatable)")
     parser.add_argument("--modes", nargs="+", choices=FUSION_MODES,
@@ -129,12 +131,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "fusion-suite.json")
     args = parser.parse_args()
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
-    if args.workers < 1:
-        parser.error("--workers must be at least 1")
-    if args.count < 1:
-        parser.error("--count must be at least 1")
     modes = reading_modes(parser, args.modes, args.semantics)
     problems = suite(args.seed, args.count)
     if args.only:

@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import layout_table  # noqa: E402
@@ -62,8 +63,8 @@ def run(graph_dir: Path, time_limit: float, workers: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks" / "layout")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="cpsat seconds")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--time-limit", type=positive, default=10.0, help="cpsat seconds")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "layout.json")
     args = parser.parse_args()

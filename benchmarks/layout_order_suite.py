@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least  # noqa: E402
 from benchmarks.graph_builder import Graph  # noqa: E402
 
 ELEMENTWISE = ("gelu", "relu", "silu", "exp", "sigmoid")
@@ -91,12 +92,10 @@ def suite(count: int = 16, seed: int = 0) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=16, help="graphs in the suite")
+    parser.add_argument("--count", type=at_least(1), default=16, help="graphs in the suite")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first graph")
     parser.add_argument("--write", type=Path, default=None, help="a directory for the JSON")
     args = parser.parse_args()
-    if args.count < 1:
-        parser.error("--count must be at least 1")
     if args.write is not None:
         if args.write.exists() and not args.write.is_dir():
             parser.error(f"--write: {args.write} is a file, not a directory")

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least  # noqa: E402
 from benchmarks.meta import meta  # noqa: E402
 from benchmarks.render import load_table  # noqa: E402
 from tests.live_server import Server  # noqa: E402
@@ -32,7 +33,7 @@ REPORTED = ("wall_s", "solve_p50_s", "solve_p99_s", "health_p50_ms", "health_p99
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solves", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least(1), default=3)
     parser.add_argument("--pool-workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/load.json")
     args = parser.parse_args()

@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.cli_run import (  # noqa: E402
     add_suite_arguments,
-    check_limits,
     graph_files,
     solve_in_child,
 )
@@ -59,7 +58,6 @@ def main() -> None:
     parser.add_argument("--meshes", default="n300,t3000,galaxy")
     add_suite_arguments(parser, GRAPHS, 60.0, 30.0)
     args = parser.parse_args()
-    check_limits(parser, args)
     paths = graph_files(parser, args.graphs)
     started = meta()
     rows = []

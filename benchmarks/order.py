@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import order_table  # noqa: E402
@@ -62,18 +63,14 @@ def run(paths: list[Path], time_limit: float, workers: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--time-limit", type=positive, default=10.0, help="seconds per solve")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--graphs", type=Path, nargs="+", default=None,
                         help="directories of graphs (default: the shipped ones)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "order.json")
     args = parser.parse_args()
     layout = ROOT / "benchmarks" / "layout"
     dirs = args.graphs or [layout, layout / "models"]
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
-    if args.workers < 1:
-        parser.error("--workers must be at least 1")
     missing = [d for d in dirs if not d.is_dir()]
     if missing:
         parser.error(f"--graphs: no such directory: {missing[0]}")

@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.fusion_generate import suite  # noqa: E402
 from benchmarks.suite_args import add_problem_arguments, chosen, reading_modes  # noqa: E402
 from models.fusion import Semantics, parse_problem  # noqa: E402
@@ -143,9 +144,9 @@ def measure(name: str, raw: dict, mode: str, budget: int, seconds: float,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_problem_arguments(parser, "gen-forkjoin-04")
-    parser.add_argument("--budget", type=int, default=30000,
+    parser.add_argument("--budget", type=at_least(1), default=30000,
                         help="connected op sets enumerated at most (whole sizes; default 30000)")
-    parser.add_argument("--deadline", type=float, default=600.0,
+    parser.add_argument("--deadline", type=positive, default=600.0,
                         help="seconds of scoring per problem and mode (default 600)")
     parser.add_argument("--guided", action="store_true",
                         help="score only the retention variants a path over estimates takes")
@@ -155,8 +156,6 @@ def main(argv: list[str] | None = None) -> None:
                         help="score only the op sets a path over their floors takes, then "
                              "the retention variants of those a path over estimates takes")
     args = parser.parse_args(argv)
-    if args.budget < 1 or args.deadline <= 0:
-        parser.error("--budget and --deadline must be positive")
     if args.lazy and args.guided:
         parser.error("--lazy already scores retention variants by estimates: drop --guided")
     modes = reading_modes(parser, args.modes, args.semantics)

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import positive  # noqa: E402
 from benchmarks.cli_run import graph_files, run_cli  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from models.fusion import parse_problem, parse_solution  # noqa: E402
@@ -58,7 +59,7 @@ def measure(problem: Path, semantics: str, limit: float, folder: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", type=Path, nargs="+")
-    parser.add_argument("--time-limit", type=float, default=2.0)
+    parser.add_argument("--time-limit", type=positive, default=2.0)
     parser.add_argument("--semantics", nargs="+", default=["default", "teamkorea"],
                         choices=["default", "teamkorea"])
     parser.add_argument("--checkout", type=checkout, action="append", default=None,
@@ -66,8 +67,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "process-time.json")
     args = parser.parse_args()
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
     checkouts = args.checkout or [("here", ROOT)]
     rows = []
     for problem in graph_files(parser, args.problems):

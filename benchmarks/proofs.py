@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.cli_run import run_cli  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 
@@ -49,8 +50,8 @@ def run_one(checkout: Path, graph: Path, device: str, limit: float, workers: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-limit", type=positive, default=10.0)
+    parser.add_argument("--workers", type=at_least(1), default=2)
     parser.add_argument("--max-ops", type=int, default=None,
                         help="only graphs of at most this many ops")
     parser.add_argument("--min-ops", type=int, default=0,
@@ -60,10 +61,6 @@ def main() -> None:
                         help="a checkout to solve each pair with first")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
-    if args.workers < 1:
-        parser.error("--workers must be at least 1")
     if not args.graphs.is_dir():
         parser.error(f"no graph directory at {args.graphs}")
     if args.before is not None and not (args.before / "app" / "cli").is_dir():

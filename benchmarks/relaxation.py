@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from ortools.sat.python import cp_model  # noqa: E402
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import relaxation_table  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
@@ -52,15 +53,11 @@ def plain_bound_us(problem, limit: float, workers: int) -> float:  # noqa: ANN00
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-limit", type=positive, default=10.0)
+    parser.add_argument("--workers", type=at_least(1), default=2)
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "relaxation.json")
     args = parser.parse_args()
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
-    if args.workers < 1:
-        parser.error("--workers must be at least 1")
     started = meta()
     rows = []
     for path in sorted((ROOT / "benchmarks/layout").glob("*.json")):

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import segments_table  # noqa: E402
 from models.errors import InputValidationError  # noqa: E402
@@ -65,16 +66,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("graph", type=Path)
     parser.add_argument("--sizes", nargs="+", type=sizes_list, default=[lns.SEGMENT_SIZES])
-    parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-limit", type=positive, default=60.0)
+    parser.add_argument("--workers", type=at_least(1), default=2)
     parser.add_argument("--device", default=None)
     parser.add_argument("--out", type=Path,
                         default=ROOT / "benchmarks" / "results" / "segments.json")
     args = parser.parse_args()
     if not args.graph.is_file():
         parser.error(f"no graph file at {args.graph}")
-    if args.time_limit <= 0:
-        parser.error("--time-limit must be positive")
     started = meta()
     rows = []
     for sizes in args.sizes:

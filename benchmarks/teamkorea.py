@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least, positive  # noqa: E402
 from benchmarks.fusion import load_or_exit  # noqa: E402
 from benchmarks.isolated import isolated  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
@@ -52,9 +53,9 @@ def measure(name: str, problem: FusionProblem, limit: float, workers: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=None,
+    parser.add_argument("--time-limit", type=positive, default=None,
                         help="seconds per solve (default: each benchmark's contest limit)")
-    parser.add_argument("--workers", type=int, default=2, help="cpsat search workers")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="cpsat search workers")
     parser.add_argument("--benchmarks", type=Path,
                         default=ROOT.parent / "shared" / "mlsys2026" / "benchmarks")
     parser.add_argument("--out", type=Path,

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least  # noqa: E402
 from benchmarks.cli_run import (  # noqa: E402
     add_suite_arguments,
-    check_limits,
     graph_files,
     solve_in_child,
 )
@@ -54,13 +54,10 @@ def run_one(graph: Path, solver: str, limit: float, workers: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_suite_arguments(parser, GRAPHS, 30.0, 30.0)
-    parser.add_argument("--generated", type=int, default=0,
+    parser.add_argument("--generated", type=at_least(0), default=0,
                         help="plan this many graphs of the generated suite instead")
     parser.add_argument("--seed", type=int, default=0, help="the generated suite's seed")
     args = parser.parse_args()
-    check_limits(parser, args)
-    if args.generated < 0:
-        parser.error("--generated must be at least 0")
     scratch = tempfile.TemporaryDirectory()
     if args.generated:
         for doc in suite(args.generated, args.seed):

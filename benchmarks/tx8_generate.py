@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least  # noqa: E402
 from benchmarks.graph_builder import Graph  # noqa: E402
 
 WIDTHS = (100, 256, 300, 384, 512, 768, 1000, 1024)
@@ -117,12 +118,10 @@ def suite(count: int = 24, seed: int = 0) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=24)
+    parser.add_argument("--count", type=at_least(1), default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args()
-    if args.count < 1:
-        parser.error("--count must be at least 1")
     if args.write and args.write.is_file():
         parser.error(f"--write: {args.write} is a file, not a directory")
     if args.write:
