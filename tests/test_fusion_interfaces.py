@@ -33,6 +33,15 @@ def test_cli_solve_defaults_to_cpsat_and_writes_a_solution_the_evaluator_accepts
     verdict = evaluate(parse_problem(load(BENCH_3)), parse_solution(json.loads(out.read_text())),
                        strict=True)
     assert verdict.valid and f"total {float(verdict.total):,.2f}" in r.output
+    assert "2 subgraphs (per_native_k); latencies " in r.output
+
+
+def test_cli_solve_counts_one_subgraph_in_the_singular(tmp_path):
+    """The example fuses into one subgraph (PROBLEM.md, Example 1, strategy B: 3,276.8)."""
+    example = MLSYS / "benchmarks" / "example_problem.json"
+    r = runner.invoke(cli, ["fusion", "solve", str(example), str(tmp_path / "out.json")])
+    assert r.exit_code == 0, r.output
+    assert "1 subgraph (per_native_k); latency 3,276.80" in r.output
 
 
 @pytest.mark.parametrize("mode", ["per_native_k", "per_op"])

@@ -177,9 +177,10 @@ class FusionFamily:
         assert isinstance(result, FusionResult)
         wall = "" if result.wall_time_s is None else f"; {result.wall_time_s:.2f} s"
         reading = "teamkorea" if result.semantics == "teamkorea" else result.reduction_cost
-        return [f"{len(result.solution.subgraphs)} subgraphs ({reading}); "
-                f"subgraph latencies " + ", ".join(f"{x:,.2f}" for x in result.subgraph_latencies)
-                + wall]
+        count = len(result.solution.subgraphs)
+        return [f"{count} subgraph{'' if count == 1 else 's'} ({reading}); "
+                f"latenc{'y' if count == 1 else 'ies'} "
+                + ", ".join(f"{x:,.2f}" for x in result.subgraph_latencies) + wall]
 
     def describe_report(self, report: BaseModel) -> list[str]:
         assert isinstance(report, EvaluationReport)
