@@ -7,14 +7,14 @@ from typing import Any
 from models.fusion import parse_problem
 from solver.deadline import now
 from solver.fusion import teamkorea
-from solver.fusion.cpsat import as_planned, as_variants, total
+from solver.fusion.cpsat import _better, as_planned, as_variants, total
 from solver.fusion.evaluate import evaluate
 from solver.fusion.neighbours import merged_neighbours
 from solver.fusion.problem import DEFAULT_RULES
 from solver.fusion.schedule import to_solution
 from solver.fusion.score import ScoringContext
 from solver.fusion.unfused import unfused
-from solver.fusion.variants import Variant
+from solver.fusion.variants import Variant, make_variant
 from tests.conftest import POINTWISE_CHAIN
 
 TWO_APART: dict[str, Any] = {
@@ -89,3 +89,31 @@ def test_no_merge_leaves_a_tensor_ephemeral_that_a_later_subgraph_reads():
     assert valid_total(tk, after) == float(total(after)) == 3_276.8 + 4_915.2
     default = context(FORK)
     assert [v.ops for v in merged(default)] == [(0,), (1,), (2,)]
+
+
+def test_neighbours_that_both_run_an_op_merge_into_one_run_of_it_in_order():
+    """Op 0 recomputed by both subgraphs of the fork, ``[0, 1]`` then ``[0, 2]``: merged,
+    op 0 runs once, listed before its readers (the pair's ops strung together listed it
+    twice, which the evaluator refuses; a 60-op generated graph hit this)."""
+    for semantics in ("default", "teamkorea"):
+        ctx = context(FORK, semantics)
+        recomputed = [make_variant(ctx, ops, frozenset(), frozenset())
+                      for ops in ((0, 1), (0, 2))]
+        after = merged_neighbours(ctx, recomputed, now() + 10)
+        assert [v.ops for v in after] == [(0, 1, 2)]
+        assert valid_total(ctx, after) == float(total(after)) < valid_total(ctx, recomputed)
+
+
+def test_the_search_keeps_no_schedule_its_reading_refuses():
+    """The fork's ops strung together as one subgraph, op 0 listed twice (what merging
+    ``[0, 1]`` and ``[0, 2]`` once made): priced below the two subgraphs, but the
+    evaluator refuses it, so the search does not take it for the incumbent, in either
+    reading (under SEMANTICS.md it once trusted the model and took it)."""
+    for semantics in ("default", "teamkorea"):
+        ctx = context(FORK, semantics)
+        incumbent = [make_variant(ctx, ops, frozenset(), frozenset())
+                     for ops in ((0, 1), (0, 2))]
+        listed_twice = [make_variant(ctx, (0, 1, 0, 2), frozenset(), frozenset())]
+        assert total(listed_twice) < total(incumbent)
+        assert not _better(ctx, listed_twice, incumbent)
+        assert _better(ctx, merged_neighbours(ctx, incumbent, now() + 10), incumbent)

@@ -43,9 +43,10 @@ def merged_neighbours(ctx: ScoringContext, schedule: Sequence[Variant],
 
 
 def _merged(ctx: ScoringContext, first: Variant, second: Variant) -> Variant | None:
-    """The pair as one subgraph at its best config, None where it may not be one or fits
-    nowhere."""
+    """The pair as one subgraph at its best config (an op both run, one recomputing it, runs
+    once), None where it may not be one or fits nowhere."""
     if ctx.semantics == "default" and \
             not any(ctx.graph.neighbours[q].intersection(second.ops) for q in first.ops):
         return None
-    return make_variant(ctx, first.ops + second.ops, first.retained_in, second.retained_out)
+    return make_variant(ctx, ctx.graph.in_order(first.ops + second.ops), first.retained_in,
+                        second.retained_out)

@@ -12,7 +12,7 @@ them at once. Every set is connected (S2.4).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from solver.fusion.candidates import is_connected
 from solver.fusion.problem import FusionGraph
@@ -38,10 +38,10 @@ def reshaped(graph: FusionGraph, schedule: Sequence[tuple[int, ...]]) -> set[tup
     for ops in schedule:
         members = set(ops)
         if len(ops) > 1:
-            found |= {_ordered(graph, members - {q}) for q in ops
+            found |= {graph.in_order(members - {q}) for q in ops
                       if is_connected(graph, members - {q})}
         if len(ops) < MAX_MERGED_OPS:
-            found |= {_ordered(graph, members | {k})
+            found |= {graph.in_order(members | {k})
                       for k in set().union(*(neighbours[q] for q in ops)) - members}
     return found
 
@@ -60,7 +60,7 @@ def merged(graph: FusionGraph, schedule: Sequence[tuple[int, ...]]) -> set[tuple
         for j in joined:
             union = set(ops) | set(schedule[j])
             if len(union) <= MAX_MERGED_OPS:
-                found.add(_ordered(graph, union))
+                found.add(graph.in_order(union))
     return found
 
 
@@ -75,10 +75,3 @@ def pool(graph: FusionGraph, schedule: Sequence[tuple[int, ...]],
                 return list(kept)
             kept.setdefault(ops)
     return list(kept)
-
-
-def _ordered(graph: FusionGraph, ops: Iterable[int]) -> tuple[int, ...]:
-    """``ops`` in the graph's topological order (how op sets are listed everywhere)."""
-    order = graph.topological_order
-    members = set(ops)
-    return tuple(q for q in order if q in members)

@@ -135,6 +135,12 @@ class FusionGraph:
         """Ops in a deterministic topological order (smallest index first among ready ops)."""
         return tuple(nx.lexicographical_topological_sort(self.dag))
 
+    def in_order(self, ops: Iterable[int]) -> tuple[int, ...]:
+        """``ops``, each once, in ``topological_order``: how an op set is listed (a union of
+        two that both run an op, one recomputing it, runs it once)."""
+        members = set(ops)
+        return tuple(q for q in self.topological_order if q in members)
+
     @cached_property
     def native(self) -> tuple[int, int, int]:
         return native_sizes(self.problem)

@@ -136,9 +136,10 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     its MatMuls pay (``bound/split_k.py``, reported as ``forced``; the forced-traffic and
     cover bounds follow SEMANTICS.md, so no time is kept for them; the search ends
     ``OVERRUN_SHARE`` early instead), ``optimal`` needs that bound reached (the
-    model's proofs are not trusted there), and the search keeps only schedules that reading
-    accepts whole (``cpsat.accepted_whole``: our model allows an ephemeral tensor read by a
-    subgraph that does not recompute it, which it refuses)."""
+    model's proofs are not trusted there). In either reading the search keeps only
+    schedules the reading accepts whole (``cpsat.accepted_whole``: under the teamkorea
+    reading our model allows an ephemeral tensor read by a subgraph that does not recompute
+    it, which that reading refuses)."""
     rules = reading_rules(reduction_cost, semantics)
     ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
     deadline = ends
@@ -157,8 +158,7 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
         schedule = found.schedule
         bound = lower_bounds(problem, rules.reduction_cost, semantics).total
         cover = None
-        if semantics == "teamkorea":
-            schedule = _accepted(ctx, schedule, deadline)
+        schedule = _accepted(ctx, schedule, deadline)
         forced = reading_bound(ctx)
         bound = max(bound, forced)
         objective = total(schedule)
@@ -181,10 +181,10 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
 
 
 def _accepted(ctx: ScoringContext, schedule: list[Variant], deadline: float) -> list[Variant]:
-    """``schedule`` if the teamkorea evaluator accepts it, else greedy's schedule (merging
-    until ``deadline``; the search's greedy ran on ``ctx``, so its scores are cached): a
-    safety net, since the search keeps only schedules that reading accepts
-    (``cpsat.accepted_whole``)."""
+    """``schedule`` if the context's reading accepts it, else greedy's schedule (merging
+    until ``deadline``; under the teamkorea reading the search's greedy ran on ``ctx``, so
+    its scores are cached): a safety net, since the search keeps only schedules the reading
+    accepts (``cpsat.accepted_whole``) but for greedy's own, which it starts from."""
     if accepted_whole(ctx, schedule):
         return schedule
     return as_variants(ctx, greedy(ctx, deadline))
