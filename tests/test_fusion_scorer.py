@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.fusion import parse_problem
+from solver.deadline import now
 from solver.fusion import score as score_module
 from solver.fusion.closed_form import plan_of, templates_of
 from solver.fusion.evaluate import evaluate
@@ -28,7 +29,13 @@ from solver.fusion.problem import (
     prologue_issue,
 )
 from solver.fusion.schedule import Planned, to_solution
-from solver.fusion.score import ScoringContext, best_config, score_subgraph, tile_order
+from solver.fusion.score import (
+    ScoringContext,
+    ScoringTimeout,
+    best_config,
+    score_subgraph,
+    tile_order,
+)
 from solver.fusion.simulate import NAMED_ORDERS, simulate
 from tests.conftest import MATMUL_CHAIN, MLSYS, SINGLE_MATMUL
 from tests.fusion_cases import FITS_ONLY_AT_A_DEEPER_K, shared_operand_cases, subgraph_cases
@@ -340,3 +347,24 @@ def test_every_tile_search_is_never_worse_and_stays_legal(case):
         assert prologue_issue(g, g.shape(ops), wide.gran) is None
         score = score_subgraph(ctx, ops, wide.gran, wide.traversal, retained_in, retained_out)
         assert score.fits and score.latency == wide.latency
+
+
+DEEP_MATMULS = {
+    "widths": [2048, 2048, 2048, 96, 96, 2048], "heights": [2048] * 6,
+    "inputs": [[0, 0], [1, 3], [2, 1]], "outputs": [[1], [4], [5]],
+    "base_costs": [2000, 5000, 500], "op_types": ["MatMul"] * 3,
+    "fast_memory_capacity": 98_304, "slow_memory_bandwidth": 100,
+    "native_granularity": [128, 128]}
+"""Three 2,048-deep MatMuls sharing one product: no native tile fits, and the narrowings
+that do (down to 17 x 17 x 4) have tens of thousands of step classes to check for the
+peak working set, 1.3 s for one of them (a generated problem's 2-s solve ended 0.4 s late
+there)."""
+
+
+def test_a_config_search_narrowing_deep_matmuls_stops_at_its_deadline():
+    ctx = ScoringContext(parse_problem(DEEP_MATMULS), Rules(), every_tile=True)
+    limit = 0.3
+    started = now()
+    with pytest.raises(ScoringTimeout), ctx.searching_until(started + limit):
+        best_config(ctx, (0, 1, 2))
+    assert now() - started < limit + 0.25
