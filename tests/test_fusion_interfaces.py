@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.main import create_app
 from models.fusion import parse_problem, parse_solution
+from solver import progress
+from solver.fusion import solvers
 from solver.fusion.evaluate import evaluate
 from solver.fusion.problem import Rules
 from tests.conftest import BAD_FILES, DIAMOND, MLSYS, load
@@ -55,6 +57,30 @@ def test_cli_evaluate_agrees_with_the_solution_it_was_given(tmp_path, mode):
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)
     assert report["valid"] and report["claimed_match"] and report["total_latency"] == total
+
+
+def test_cli_solve_reports_an_answer_the_evaluator_refuses_without_a_traceback(
+        tmp_path, monkeypatch):
+    """A solver bug (an answer the evaluator refuses) ends the command with exit 1 and a
+    message saying so, and the file keeps the valid answer offered before it."""
+    greedy = solvers.SOLVERS["greedy"]
+
+    def faulty(problem, ends, **options):
+        found = greedy(problem, ends, **options)
+        progress.offer(found.total_latency, lambda: found.solution.model_dump(mode="json"))
+        raise solvers.SolverBug("solver 'cpsat' produced an invalid solution: made up")
+
+    monkeypatch.setitem(solvers.SOLVERS, "cpsat", faulty)
+    out = tmp_path / "solution.json"
+    r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), str(out)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "made up (a fault of layoutsat" in r.output
+    assert f"{out} holds the best valid answer found before it" in r.output
+    assert evaluate(parse_problem(load(BENCH_3)),
+                    parse_solution(json.loads(out.read_text()))).valid
+    r = runner.invoke(cli, ["fusion", "solve", str(BENCH_3), "--json"])
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["answer_kept"] is None
 
 
 def test_cli_solve_takes_the_output_as_an_option_too(tmp_path):

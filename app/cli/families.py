@@ -9,7 +9,6 @@ import inspect
 import json
 import types
 import typing
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,6 +22,7 @@ from app.cli.io import (
     err_console,
     fail,
     load_json,
+    solver_fault,
     usage_error,
     writable,
     write_atomically,
@@ -31,7 +31,7 @@ from models.errors import InputValidationError, issues_from_pydantic
 from solver import progress
 from solver.deadline import Deadline
 from solver.families import mismatch
-from solver.family import Family
+from solver.family import Family, InvalidAnswer
 
 
 def option_name(field: str) -> str:
@@ -155,10 +155,18 @@ def _solve_command(fam: Family) -> Any:
             fam.admit(problem, options)
             limit = options.time_limit_s or fam.default_time_limit_s(options)
             deadline = Deadline.for_command(limit, started.at, deterministic=options.deterministic)
-            with progress.keeping(None if output is None else partial(_write_answer, output)):
+            offered: list[Path] = []  # the output, once an answer of this solve is in it
+
+            def keep(answer: Any) -> None:
+                _write_answer(output, answer)
+                offered[:] = [output]
+
+            with progress.keeping(None if output is None else keep):
                 solved = fam.solve(problem, options, deadline)
         except InputValidationError as exc:
             raise fail(exc, as_json) from None
+        except InvalidAnswer as exc:
+            raise solver_fault(exc, offered[0] if offered else None, as_json) from None
         if output is not None:
             _write_answer(output, solved.answer)
         if as_json:

@@ -44,6 +44,21 @@ def fail(exc: InputValidationError, as_json: bool = False) -> typer.Exit:
     return typer.Exit(code=1)
 
 
+def solver_fault(exc: Exception, kept: Path | None, as_json: bool = False) -> typer.Exit:
+    """Report a solver's answer the evaluator refused (a fault of ours, not of the input)
+    without a traceback, naming ``kept``, the file holding the best valid answer the solve
+    offered before it, if any; exit code 1."""
+    note = (f"{kept} holds the best valid answer found before it" if kept
+            else "no valid answer was written")
+    message = f"{exc} (a fault of layoutsat: please report it with the input file); {note}"
+    if as_json:
+        console.print_json(data={"valid": False, "error": message,
+                                 "answer_kept": None if kept is None else str(kept)})
+    else:
+        err_console.print(message, style="red", markup=False)
+    return typer.Exit(code=1)
+
+
 def usage_error(message: str) -> typer.Exit:
     """Print a usage fault on stderr; exit code 2, as for a bad option."""
     err_console.print(message, style="red", markup=False)
