@@ -28,7 +28,7 @@ import json
 import math
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -392,16 +392,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="write each problem to DIR/NAME.json (default: list them only)")
     args = parser.parse_args()
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-    for name, raw in suite(args.seed, args.count, args.ops):
+    list_problems(suite(args.seed, args.count, args.ops), args.out)
+
+
+def list_problems(problems: Iterable[tuple[str, Problem]], out: Path | None) -> None:
+    """Print a line per problem (size, MatMul share, capacity against one op's need at the
+    native tile) and, with ``out``, write each to ``out/NAME.json``."""
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    for name, raw in problems:
         factor = raw["fast_memory_capacity"] / native_working_set(raw)
         print(f"{name}: {len(raw['op_types'])} ops, MatMul share {matmul_share(raw):.2f}, "
               f"capacity {raw['fast_memory_capacity']:,} ({factor:.2f}x)")
-        if args.out:
-            (args.out / f"{name}.json").write_text(json.dumps(raw) + "\n")
-    if args.out:
-        print(f"written to {args.out}")
+        if out:
+            (out / f"{name}.json").write_text(json.dumps(raw) + "\n")
+    if out:
+        print(f"written to {out}")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("fusion_suite.py", ["--semantics", "vinci"], "invalid choice: 'vinci'"),
     ("fusion_generate.py", ["--count", "0"], "argument --count: must be at least 1"),
     ("fusion_generate.py", ["--ops", "3"], "argument --ops: must be at least 5, not 3"),
+    ("fusion_fuzz.py", ["--count", "0"], "argument --count: must be at least 1"),
     ("process_time.py", ["no/such.json"], "no such graph or folder: no/such.json"),
     ("process_time.py", [GRAPH, "--time-limit", "0"], "argument --time-limit: must be positive"),
     ("process_time.py", [GRAPH, "--checkout", "here"], "'here': want LABEL=DIR"),
