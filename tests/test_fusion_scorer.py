@@ -355,10 +355,10 @@ DEEP_MATMULS = {
     "base_costs": [2000, 5000, 500], "op_types": ["MatMul"] * 3,
     "fast_memory_capacity": 98_304, "slow_memory_bandwidth": 100,
     "native_granularity": [128, 128]}
-"""Three 2,048-deep MatMuls sharing one product: no native tile fits, and the narrowings
-that do (down to 17 x 17 x 4) have tens of thousands of step classes to check for the
-peak working set, 1.3 s for one of them (a generated problem's 2-s solve ended 0.4 s late
-there)."""
+"""Three 2,048-deep MatMuls sharing one product, with little room: the narrowed tiles the
+search tries (17 x 17 x 4 among them) have tens of thousands of step classes each for the
+peak working-set check, 0.5-1.3 s a check; a generated problem's 2-s solve ended 0.3-0.4 s
+late there, and scoring this op set to the end takes minutes."""
 
 
 def test_a_config_search_narrowing_deep_matmuls_stops_at_its_deadline():
