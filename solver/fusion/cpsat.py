@@ -177,7 +177,8 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     share = RETILE_SHARE * (min(deadline, windows_end or deadline) - now())
     found = _search(ctx, deadline - share, None if windows_end is None else windows_end - share,
                     floor, seed, workers, share)
-    schedule = retile(ctx, found.schedule, now() + share)
+    schedule = retile(ctx, found.schedule, min(deadline, now() + share))  # the search may
+    # end late (a CP-SAT model takes 0.1 s however little is left), never the retiling
     if not _better(ctx, schedule, found.schedule):
         return found
     _improved(ctx, schedule, floor)

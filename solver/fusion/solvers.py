@@ -46,9 +46,12 @@ BOUND_SHARE = 0.2
 that runs after the search (one worker, or deterministic): it would run to the limit
 otherwise, and on benchmark 13 the bound was then max(compute, I/O), 68% below the
 schedule; the single ops and pairs, priced in 5 s, prove it within 0.06%."""
-OVERRUN_SHARE = 0.05
-"""Share the search leaves when no bound follows (the teamkorea reading): the last CP-SAT
-model may end past its limit (benchmark 13: 0.03 s past a 30-s limit with none left)."""
+OVERRUN_SHARE, MOST_OVERRUN_S = 0.05, 0.15
+"""Share of the time the search leaves, up to ``MOST_OVERRUN_S``, when no bound follows it
+in this process (the teamkorea reading, or the cover in a child beside it): the last
+CP-SAT model may end past its limit, since it takes at least 0.1 s (benchmark 13: 0.03 s
+past a 30-s limit with none left; a 2-s solve of a 60-op random graph, the cover beside
+it, ended at 2.00-2.01 s)."""
 
 
 class Solver(Protocol):
@@ -130,12 +133,13 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     optimal for its own formulation, whose granularities and retained sets are a subset of
     the rules', ends early and reports its gap to that bound). With two
     workers or more (not deterministic) the cover bound runs in a forked child beside the
-    search for the whole time (``bound/background.py``); else after it, in what is left.
+    search for the whole time (``bound/background.py``), and the search ends
+    ``OVERRUN_SHARE`` early; else after it, in what is left.
 
     Under the teamkorea reading the bound is that reading's compute and I/O bound and what
     its MatMuls pay (``bound/split_k.py``, reported as ``forced``; the forced-traffic and
     cover bounds follow SEMANTICS.md, so no time is kept for them; the search ends
-    ``OVERRUN_SHARE`` early instead), ``optimal`` needs that bound reached (the
+    ``OVERRUN_SHARE`` early, as with the cover beside it), ``optimal`` needs that bound reached (the
     model's proofs are not trusted there). In either reading the search keeps only
     schedules the reading accepts whole (``cpsat.accepted_whole``: under the teamkorea
     reading our model allows an ephemeral tensor read by a subgraph that does not recompute
@@ -148,13 +152,12 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     background = start_cover(ctx, deadline) \
         if semantics == "default" and workers >= 2 and not deterministic() else None
     try:
-        if semantics == "default":
-            kept = 0.0 if background else BOUND_SHARE * left
+        if semantics == "default" and background is None:
             found = cpsat_search(ctx, deadline, seed=seed, workers=workers,
-                                 windows_end=deadline - kept)
+                                 windows_end=deadline - BOUND_SHARE * left)
         else:
-            found = cpsat_search(ctx, deadline - OVERRUN_SHARE * left, seed=seed,
-                                 workers=workers)
+            found = cpsat_search(ctx, deadline - min(OVERRUN_SHARE * left, MOST_OVERRUN_S),
+                                 seed=seed, workers=workers)
         schedule = found.schedule
         bound = lower_bounds(problem, rules.reduction_cost, semantics).total
         cover = None
