@@ -554,6 +554,7 @@ TABLES = {
     "teamkorea": Table("teamkorea.json", lambda d: teamkorea_table(d["rows"])),
     "process-time": Table("process-time.json", process_time_table),
     "process-time-640": Table("process-time-640.json", process_time_table),
+    "process-time-fuzz": Table("process-time-fuzz.json", process_time_table),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
