@@ -177,8 +177,9 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     share = RETILE_SHARE * (min(deadline, windows_end or deadline) - now())
     found = _search(ctx, deadline - share, None if windows_end is None else windows_end - share,
                     floor, seed, workers, share)
-    schedule = retile(ctx, found.schedule, min(deadline, now() + share))  # the search may
-    # end late (a CP-SAT model takes 0.1 s however little is left), never the retiling
+    # the search may end late (a CP-SAT model takes 0.1 s however little is left), never
+    # the retiling
+    schedule = retile(ctx, found.schedule, min(deadline, windows_end or deadline, now() + share))
     if not _better(ctx, schedule, found.schedule):
         return found
     _improved(ctx, schedule, floor)
@@ -197,7 +198,9 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         if ctx.every_tile and ctx.semantics == "default" else ctx
     incumbent = as_variants(ctx, greedy(baseline, start + 0.5 * (deadline - start)))
     if retile_s > 0:
-        incumbent = retile(ctx, incumbent, now() + retile_s)
+        retiled = retile(ctx, incumbent, now() + retile_s)
+        if accepted_whole(ctx, retiled):
+            incumbent = retiled
     _improved(ctx, incumbent, floor)
     if total(incumbent) <= floor:
         return SearchResult(incumbent, True, 0, 0)

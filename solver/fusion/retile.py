@@ -19,7 +19,13 @@ from dataclasses import replace
 from solver.deadline import now
 from solver.fusion.bound.pricing import least
 from solver.fusion.closed_form import Granularity
-from solver.fusion.score import Config, ScoringContext, legal_config_at, remember_best
+from solver.fusion.score import (
+    Config,
+    ScoringContext,
+    ScoringTimeout,
+    legal_config_at,
+    remember_best,
+)
 from solver.fusion.twins import variant_signature
 from solver.fusion.variants import Variant
 
@@ -79,8 +85,12 @@ def _fastest(ctx: ScoringContext, v: Variant, deadline: float) -> Config | None:
         configs.setdefault(units, config)
         return units
 
-    found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
-                  price_at=price_at, below=int(v.latency * ctx.unit))
+    try:  # the peak working-set checks of a walk read ``ctx.deadline`` (``floors.peak_fits``)
+        with ctx.searching_until(deadline):
+            found = least(ctx, shape, v.retained_in, v.retained_out, False, SPLITS, deadline,
+                          price_at=price_at, below=int(v.latency * ctx.unit))
+    except ScoringTimeout:
+        raise _OutOfTime from None
     if found is not None and not found[1] and now() > deadline:
         raise _OutOfTime  # a range's floor: the walk stopped for the time, not its splits
     return configs.get(found[0]) if found is not None and found[1] else None

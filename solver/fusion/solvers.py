@@ -135,16 +135,16 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     the rules', ends early and reports its gap to that bound). With two
     workers or more (not deterministic) the cover bound runs in a forked child beside the
     search for the whole time (``bound/background.py``), and the search ends
-    ``OVERRUN_SHARE`` early; else after it, in what is left.
+    ``OVERRUN_SHARE`` early (at most ``MOST_OVERRUN_S``); else after it, in what is left.
 
     Under the teamkorea reading the bound is that reading's compute and I/O bound and what
     its MatMuls pay (``bound/split_k.py``, reported as ``forced``; the forced-traffic and
     cover bounds follow SEMANTICS.md, so no time is kept for them; the search ends
-    ``OVERRUN_SHARE`` early, as with the cover beside it), ``optimal`` needs that bound reached (the
-    model's proofs are not trusted there). In either reading the search keeps only
-    schedules the reading accepts whole (``cpsat.accepted_whole``: under the teamkorea
-    reading our model allows an ephemeral tensor read by a subgraph that does not recompute
-    it, which that reading refuses)."""
+    ``OVERRUN_SHARE`` early, at most ``MOST_OVERRUN_S``, as with the cover beside it),
+    ``optimal`` needs that bound reached (the model's proofs are not trusted there). In
+    either reading the search keeps only schedules the reading accepts whole
+    (``cpsat.accepted_whole``: under the teamkorea reading our model allows an ephemeral
+    tensor read by a subgraph that does not recompute it, which that reading refuses)."""
     rules = reading_rules(reduction_cost, semantics)
     ctx = ScoringContext(problem, rules, every_tile=True, semantics=semantics)
     deadline = ends
