@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
 def positive(text: str) -> float:
@@ -28,7 +31,7 @@ def at_least(least: int) -> Callable[[str], int]:
     return integer
 
 
-def _number(text: str, kind: type[int] | type[float]) -> int | float:
+def _number(text: str, kind: type[Number]) -> Number:
     try:
         return kind(text)
     except ValueError:

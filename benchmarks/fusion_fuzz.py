@@ -55,11 +55,11 @@ def random_problem(seed: int, index: int) -> dict[str, Any]:
         lhs = rng.choice(recent)
         if rng.random() < matmul_share_wanted:
             depth = widths[lhs]
-            readers = [t for t in made if heights[t] == depth]
+            operands = [t for t in made if heights[t] == depth]  # K rows: may be the RHS
             if heights[lhs] == depth and rng.random() < 0.3:
                 rhs = lhs  # a square tensor times itself
-            elif readers and rng.random() < 0.4:
-                rhs = rng.choice(readers)
+            elif operands and rng.random() < 0.4:
+                rhs = rng.choice(operands)
             else:
                 rhs = tensor(rng.choice(SIZES), depth)
             ins, out = [lhs, rhs], (widths[rhs], heights[lhs])

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.arguments import at_least  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from models.layout import parse_graph  # noqa: E402
 from solver.layout import cpsat_model  # noqa: E402
@@ -42,9 +43,9 @@ def whole_lp_us(problem) -> float | None:  # noqa: ANN001
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="results of benchmarks/proofs.py")
-    parser.add_argument("--min-ops", type=int, default=61,
+    parser.add_argument("--min-ops", type=at_least(0), default=61,
                         help="smaller graphs are one model, with the model's own bound")
-    parser.add_argument("--whole-max-ops", type=int, default=800,
+    parser.add_argument("--whole-max-ops", type=at_least(0), default=800,
                         help="no whole-graph LP for larger graphs")
     parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks/layout/models",
                         help="where the runs' graphs are")

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli.io import load_json  # noqa: E402
+from benchmarks.arguments import positive  # noqa: E402
 from benchmarks.meta import meta, write_results  # noqa: E402
 from benchmarks.render import iopddl_table  # noqa: E402
 from solver.iopddl.evaluate import evaluate  # noqa: E402
@@ -78,7 +79,7 @@ def check(row: dict, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS), default=None)
-    parser.add_argument("--scale", nargs="*", type=float, default=[1.0, 0.25],
+    parser.add_argument("--scale", nargs="*", type=positive, default=[1.0, 0.25],
                         help="fractions of each contest timeout to run at")
     parser.add_argument("--solvers", nargs="*", default=["cpsat", "greedy"],
                         choices=["cpsat", "greedy", "cheapest"],

@@ -32,9 +32,9 @@ REPORTED = ("wall_s", "solve_p50_s", "solve_p99_s", "health_p50_ms", "health_p99
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--solves", type=int, default=200)
+    parser.add_argument("--solves", type=at_least(1), default=200)
     parser.add_argument("--repeats", type=at_least(1), default=3)
-    parser.add_argument("--pool-workers", type=int, default=2)
+    parser.add_argument("--pool-workers", type=at_least(1), default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/load.json")
     args = parser.parse_args()
     started = meta()

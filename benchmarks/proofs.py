@@ -52,9 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=positive, default=10.0)
     parser.add_argument("--workers", type=at_least(1), default=2)
-    parser.add_argument("--max-ops", type=int, default=None,
+    parser.add_argument("--max-ops", type=at_least(1), default=None,
                         help="only graphs of at most this many ops")
-    parser.add_argument("--min-ops", type=int, default=0,
+    parser.add_argument("--min-ops", type=at_least(0), default=0,
                         help="only graphs of at least this many ops")
     parser.add_argument("--graphs", type=Path, default=ROOT / "benchmarks/layout/models")
     parser.add_argument("--before", type=Path, default=None,

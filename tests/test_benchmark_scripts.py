@@ -90,6 +90,9 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("layout.py", ["--time-limit", "inf"], "argument --time-limit: must be positive, not inf"),
     ("address.py", ["--workers", "two"], "argument --workers: 'two' is not an integer"),
     ("load.py", ["--repeats", "0"], "argument --repeats: must be at least 1"),
+    ("load.py", ["--solves", "0"], "argument --solves: must be at least 1"),
+    ("iopddl.py", ["--scale", "1", "0"], "argument --scale: must be positive, not 0"),
+    ("proofs.py", ["--min-ops", "-1"], "argument --min-ops: must be at least 0"),
     ("mesh.py", ["--baseline-limit", "-2"], "argument --baseline-limit: must be positive"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
