@@ -9,7 +9,7 @@ from typing import Any
 
 from models.fusion import FusionSolution
 from solver import progress
-from solver.fusion.evaluate import evaluate
+from solver.fusion.evaluate import Evaluation, evaluate
 from solver.fusion.score import Config, ScoringContext, tile_order
 
 
@@ -52,11 +52,20 @@ def offer(ctx: ScoringContext, schedule: Sequence[Planned]) -> None:
     progress.offer(claimed, lambda: _checked(ctx, schedule))
 
 
+def evaluated(ctx: ScoringContext, schedule: Sequence[Planned]
+              ) -> tuple[FusionSolution, Evaluation]:
+    """The schedule's solution and the evaluator's verdict on it under the context's
+    reading, sharing the context's scoring caches (2-3 ms for a 160-op schedule, 12 ms
+    without them)."""
+    solution = to_solution(ctx, schedule)
+    return solution, evaluate(ctx.problem, solution, ctx.rules, context=ctx,
+                              semantics=ctx.semantics)
+
+
 def _checked(ctx: ScoringContext, schedule: Sequence[Planned]) -> dict[str, Any] | None:
     """The schedule's solution (JSON) with the evaluator's latencies, under the context's
     reading; None when the evaluator refuses it."""
-    solution = to_solution(ctx, schedule)
-    verdict = evaluate(ctx.problem, solution, ctx.rules, context=ctx, semantics=ctx.semantics)
+    solution, verdict = evaluated(ctx, schedule)
     if not verdict.valid:
         return None
     latencies = [float(x) for x in verdict.subgraph_latencies]
