@@ -149,24 +149,25 @@ def _solve_command(fam: Family) -> Any:
         as_json = values.pop("as_json")
         if output is not None:
             writable(output)
+        written = False  # whether an answer of this solve is in the output yet
         try:
             options = _options(fam.options, values)
             problem = _problem(fam, problem_file)
             fam.admit(problem, options)
             limit = options.time_limit_s or fam.default_time_limit_s(options)
             deadline = Deadline.for_command(limit, started.at, deterministic=options.deterministic)
-            offered: list[Path] = []  # the output, once an answer of this solve is in it
 
             def keep(answer: Any) -> None:
+                nonlocal written
                 _write_answer(output, answer)
-                offered[:] = [output]
+                written = True
 
             with progress.keeping(None if output is None else keep):
                 solved = fam.solve(problem, options, deadline)
         except InputValidationError as exc:
             raise fail(exc, as_json) from None
         except InvalidAnswer as exc:
-            raise solver_fault(exc, offered[0] if offered else None, as_json) from None
+            raise solver_fault(exc, output if written else None, as_json) from None
         if output is not None:
             _write_answer(output, solved.answer)
         if as_json:

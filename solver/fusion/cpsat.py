@@ -173,12 +173,13 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
                 reading_bound(ctx))
     if not (ctx.every_tile and ctx.semantics == "default"):
         return _search(ctx, deadline, windows_end, floor, seed, workers, 0.0)
-    share = RETILE_SHARE * (min(deadline, windows_end or deadline) - now())
+    final = min(deadline, windows_end or deadline)
+    share = RETILE_SHARE * (final - now())
     found = _search(ctx, deadline - share, None if windows_end is None else windows_end - share,
                     floor, seed, workers, share)
     # the search may end late (a CP-SAT model takes 0.1 s however little is left), never
     # the retiling
-    schedule = retile(ctx, found.schedule, min(deadline, windows_end or deadline, now() + share))
+    schedule = retile(ctx, found.schedule, min(final, now() + share))
     if not _better(ctx, schedule, found.schedule):
         return found
     _improved(ctx, schedule, floor)

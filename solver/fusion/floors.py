@@ -136,8 +136,8 @@ def peak_fits(ctx: ScoringContext, ops: tuple[int, ...], gran: Granularity,
     steps = ((ri, ci, ki) for ri in range(len(plan.row_starts))
              for ci in range(len(plan.col_starts))
              for ki in reversed(range(len(plan.k_runs(ri, ci)[0]))))
-    for n, (ri, ci, ki) in enumerate(steps, 1):  # a short walk reads no clock (a work
-        # clock charges each reading)
+    # counted from 1: a short walk reads no clock (a work clock charges each reading)
+    for n, (ri, ci, ki) in enumerate(steps, 1):
         if n % STEPS_PER_CHECK == 0 and ctx.deadline is not None and now() > ctx.deadline:
             raise ScoringTimeout
         if plan.entered_ws(ri, ci, ki, resident, kept) > room:
