@@ -23,6 +23,7 @@ from app.settings import Settings
 from models.fusion import parse_problem
 from solver import workers
 from solver.deadline import Deadline
+from solver.fusion.solvers import SOLVERS, SolverBug
 from solver.fusion.solvers import solve as solve_fusion
 from tests.layout_fixtures import SLOW_GRAPH
 
@@ -137,6 +138,23 @@ def test_an_answer_after_a_long_wait_is_cached_only_if_more_time_would_not_chang
     cut = run_solve("layout", SLOW_LAYOUT, {"solver": "cpsat"}, lost(6.0, 4.5))
     assert cut.status == "feasible" and not cut.cacheable
     assert run_solve("layout", LAYOUT, {"solver": "greedy"}, Deadline.after(6.0)).cacheable
+
+
+def test_a_solver_fault_is_a_500_naming_it_and_the_worker_solves_the_next(monkeypatch):
+    """An answer the evaluator refuses (``SolverBug``, a fault of ours, not of the input)
+    is reported as such by the code a pool worker runs, which then answers the next
+    request."""
+    def faulty(problem, ends, **options):
+        raise SolverBug("solver 'cpsat' produced an invalid solution: made up")
+
+    with monkeypatch.context() as patched:
+        patched.setitem(SOLVERS, "cpsat", faulty)
+        refused = run_solve("fusion", FUSION, {"solver": "cpsat"}, Deadline.after(5.0))
+    assert refused.status == 500
+    assert refused.body["detail"] == ("the solver failed: SolverBug: solver 'cpsat' produced "
+                                      "an invalid solution: made up")
+    assert run_solve("fusion", FUSION, {"solver": "cpsat"}, Deadline.after(5.0)).status \
+        in ("optimal", "feasible")
 
 
 def test_cancel_kills_a_running_solve_and_the_pool_goes_on(tmp_path):
