@@ -21,6 +21,14 @@ def positive(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """A number from 0 to 1 (a tightness, a fraction of a range)."""
+    value = _number(text, float)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text}")
+    return value
+
+
 def at_least(least: int) -> Callable[[str], int]:
     """An integer type refusing values below ``least`` (workers, counts, budgets)."""
     def integer(text: str) -> int:

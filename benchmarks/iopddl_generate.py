@@ -17,8 +17,13 @@ import gzip
 import itertools
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.arguments import at_least, share  # noqa: E402
 
 INFINITE = 10**18
 
@@ -82,9 +87,11 @@ def _peaks(intervals: list[list[int]], usages: list[list[int]], horizon: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--nodes", type=at_least(1), default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tightness", type=float, default=0.3)
+    parser.add_argument("--tightness", type=share, default=0.3,
+                        help="where the usage limit lies: 0 at the peak of the largest "
+                             "usages, 1 at that of the smallest")
     parser.add_argument("-o", "--out", type=Path, required=True)
     args = parser.parse_args()
     doc = json.dumps(generate(args.nodes, args.seed, tightness=args.tightness))

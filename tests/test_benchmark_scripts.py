@@ -94,6 +94,12 @@ GRAPH = "benchmarks/layout/mlp-block.json"
     ("iopddl.py", ["--scale", "1", "0"], "argument --scale: must be positive, not 0"),
     ("proofs.py", ["--min-ops", "-1"], "argument --min-ops: must be at least 0"),
     ("mesh.py", ["--baseline-limit", "-2"], "argument --baseline-limit: must be positive"),
+    ("iopddl_generate.py", ["-o", "x.json", "--nodes", "0"],
+     "argument --nodes: must be at least 1, not 0"),
+    ("iopddl_generate.py", ["-o", "x.json", "--tightness", "1.5"],
+     "argument --tightness: must be from 0 to 1, not 1.5"),
+    ("iopddl_generate.py", ["-o", "x.json", "--tightness", "-0.1"],
+     "argument --tightness: must be from 0 to 1"),
 ])
 def test_bad_arguments_get_a_usage_error(script, args, message):
     done = subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=ROOT,
