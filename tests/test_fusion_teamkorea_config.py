@@ -104,6 +104,20 @@ def test_a_split_head_tail_pair_moves_exactly_its_floor():
     assert floor.scale == 1 and floor(gran) == 4_928
 
 
+@settings(QUICK, max_examples=300)
+@given(tile=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+       grid=st.tuples(st.integers(1, 40), st.integers(1, 40)),
+       name=st.sampled_from(teamkorea_config.TRAVERSALS))
+def test_tile_classes_worked_out_run_by_run_are_those_of_every_tile(tile, grid, name):
+    """``order_kinds`` (each run of a named order: its first tile and up to three stretches
+    alike) gives exactly the classes, first tiles, counts and order of
+    ``teamkorea.tile_kinds`` walking every tile of that order, ragged grids included."""
+    columns, rows = ceil_div(grid[0], tile[0]), ceil_div(grid[1], tile[1])
+    walked = teamkorea.tile_kinds(tile, grid, NAMED_ORDERS[name](rows, columns))
+    assert teamkorea_config.order_kinds(tile, grid, name) == walked
+    assert sum(n for _, _, n in walked) == rows * columns
+
+
 def _every_candidate(ctx: ScoringContext, sg: teamkorea.Subgraph, grid: tuple[int, int],
                      resident: frozenset[int]) -> list[tuple[tuple, tuple]]:
     """((latency, rank, traversal position), the config) of every candidate at every named

@@ -15,14 +15,17 @@ a small k (that reading charges compute by k / K, so small steps cost no more co
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from itertools import pairwise
 
 from solver.deadline import now
 from solver.fusion import teamkorea
 from solver.fusion.context import ScoringContext, ScoringTimeout
 from solver.fusion.problem import FusionGraph, ceil_div, exact
-from solver.fusion.simulate import NAMED_ORDERS, TraversalName
+from solver.fusion.simulate import TraversalName
 
 TRAVERSALS: tuple[TraversalName, ...] = ("raster", "snake", "column", "column_snake")
 SPLITS = 8
@@ -217,11 +220,57 @@ def _one_step_reloads(sg: teamkorea.Subgraph, gran: tuple[int, int, int],
 @lru_cache(maxsize=4096)
 def order_kinds(tile: tuple[int, int], grid: tuple[int, int], name: TraversalName
                 ) -> teamkorea.TileKinds:
-    """``teamkorea.tile_kinds`` of a named traversal, kept: the same for every op set of one
-    grid, and sorting the tiles of each candidate again took more than half of a greedy
-    solve's time (the 21-op ``gen-attention-04``)."""
-    order = NAMED_ORDERS[name](ceil_div(grid[1], tile[1]), ceil_div(grid[0], tile[0]))
-    return teamkorea.tile_kinds(tile, grid, order)
+    """``teamkorea.tile_kinds`` of a named traversal (the same classes, in the same order),
+    kept: the same for every op set of one grid, and sorting the tiles of each candidate
+    again took more than half of a greedy solve's time (the 21-op ``gen-attention-04``).
+    Worked out run by run, not tile by tile: a named order walks rows (or columns)
+    straight, and past a run's first tile its tiles differ only in their extent along the
+    run, which changes at the grid's last column (row) alone. Walking the tiles of a
+    4,096 x 4,096 grid in 11 x 8 tiles (190,976) took 0.09 s per order, one op set's
+    scoring 0.4 s, past its deadline."""
+    columns, rows = ceil_div(grid[0], tile[0]), ceil_div(grid[1], tile[1])
+    counts: dict[tuple[int, int, bool, bool, bool], list] = {}  # kind -> [prior, first, n]
+    before = (-1, -1)
+    for run in _runs(name, rows, columns):
+        length = len(run.walked)
+        cut = run.walked.index(columns - 1 if run.along_row else rows - 1)
+        bounds = sorted(b for b in {0, 1, cut, cut + 1, length} if b <= length)
+        for start, stop in pairwise(bounds):  # the tiles from start to stop load alike
+            prior = before if start == 0 else run.place(start - 1)
+            row, col = run.place(start)
+            kind = (min(tile[0], grid[0] - col * tile[0]), min(tile[1], grid[1] - row * tile[1]),
+                    prior[0] < 0, prior[0] == row, prior[1] == col)
+            if kind not in counts:
+                counts[kind] = [None if prior[0] < 0 else prior, (row, col), 0]
+            counts[kind][2] += stop - start
+        before = run.place(length - 1)
+    return tuple((prior, at, n) for prior, at, n in counts.values())
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A straight run of a named order: along a row (or a column), which one, and the
+    columns (rows) it walks, in order."""
+
+    along_row: bool
+    fixed: int
+    walked: range
+
+    def place(self, j: int) -> tuple[int, int]:
+        """(row, column) of the run's ``j``-th tile."""
+        return (self.fixed, self.walked[j]) if self.along_row else (self.walked[j], self.fixed)
+
+
+def _runs(name: TraversalName, rows: int, columns: int) -> Iterator[_Run]:
+    """The straight runs of a named order (``simulate.NAMED_ORDERS``), in order."""
+    if name in ("raster", "snake"):
+        for row in range(rows):
+            back = name == "snake" and row % 2 == 1
+            yield _Run(True, row, range(columns - 1, -1, -1) if back else range(columns))
+    else:
+        for col in range(columns):
+            back = name == "column_snake" and col % 2 == 1
+            yield _Run(False, col, range(rows - 1, -1, -1) if back else range(rows))
 
 
 class Floor:
