@@ -12,6 +12,7 @@ from unittest.mock import patch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 from benchmarks.fusion_generate import suite
 from models.fusion import parse_problem
@@ -19,6 +20,7 @@ from solver.fusion import cpsat as cpsat_module
 from solver.fusion.bound.roles import never_together
 from solver.fusion.candidates import connected_op_sets
 from solver.fusion.cpsat import (
+    LEAST_SOLVE_S,
     LEVELS_LEAST_OPS,
     WHOLE_GRAPH_BUDGET,
     WINDOW_BUDGET,
@@ -112,6 +114,22 @@ def test_beats_greedy_where_greedy_is_provably_wrong(raw):
     best = optimum(ctx)
     assert best < total(as_variants(ctx, greedy(ctx)))
     assert found.optimal and total(found.schedule) == best
+    assert_valid(ctx, found.schedule)
+
+
+def test_a_model_optimum_the_evaluator_refuses_proves_nothing_of_the_incumbent(monkeypatch):
+    """Every model answers a faster schedule that leaves an op unrun, proven optimal: the
+    evaluator refuses it, the search keeps greedy's, and does not call that optimal."""
+    ctx = ScoringContext(parse_problem(FORK), Rules(reduction_cost="per_native_k"))
+    greedy_total = total(as_variants(ctx, greedy(ctx)))
+
+    def unrun(ctx, window, sets, incumbent, *rest, **options):
+        return list(incumbent)[1:], True
+
+    monkeypatch.setattr(cpsat_module, "_solve_window", unrun)
+    found = cpsat_search(ctx, time.monotonic() + 10)
+    assert total(found.schedule) == greedy_total
+    assert not found.optimal
     assert_valid(ctx, found.schedule)
 
 
@@ -237,6 +255,46 @@ def test_a_model_solved_with_op_sets_unscored_goes_back_to_scoring(monkeypatch):
     left.clear()
     assert solved(rescore=False)[1] is False
     assert len(left) == 1 and left[0] > 0
+
+
+@pytest.mark.parametrize("hard_end_after_s", [0.0, 1.4])
+def test_a_model_built_to_the_last_moment_is_solved_only_if_it_ends_by_the_hard_end(
+        monkeypatch, hard_end_after_s):
+    """A build that takes all the time it is given (a sleep to its deadline): when the
+    search's hard end is the model's deadline (the whole-graph model at the search's end),
+    the build ends ``LEAST_SOLVE_S`` before it and CP-SAT, which would load past it, is not
+    run; when the hard end lies later (a window mid-search), the build keeps the window's
+    deadline and CP-SAT runs with its floor, ending before the hard end."""
+    problem = parse_problem(next(raw for name, raw in suite() if name == "gen-conv-03"))
+    ctx = ScoringContext(problem, Rules(reduction_cost="per_op"))
+    incumbent = as_variants(ctx, greedy(ctx, time.monotonic() + 20))
+    sets = connected_op_sets(ctx.graph, range(problem.num_ops), 200).sets
+    real = cpsat_module.build_model
+    built: list[float] = []
+    limits: list[float] = []
+
+    def slow(window, variants, scale, deadline, demands):
+        model = real(window, variants, scale, deadline, demands)
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        built.append(deadline)
+        return model
+
+    def stopped(solver, model, callback=None):
+        limits.append(time.monotonic() + solver.parameters.max_time_in_seconds)
+        return cp_model.UNKNOWN
+
+    monkeypatch.setattr(cpsat_module, "build_model", slow)
+    monkeypatch.setattr(cpsat_module, "run_cpsat", stopped)
+    deadline = time.monotonic() + 0.6
+    hard_end = deadline + hard_end_after_s
+    _solve_window(ctx, _whole_graph(ctx), sets, incumbent, deadline, 0, 1, hard_end=hard_end)
+    assert len(built) == 1
+    if hard_end_after_s:
+        assert built[0] == deadline
+        assert len(limits) == 1 and limits[0] <= deadline + LEAST_SOLVE_S + 0.02
+    else:
+        assert built[0] == pytest.approx(deadline - LEAST_SOLVE_S)
+        assert limits == []
 
 
 def test_a_search_stopped_by_the_scoring_deadline_leaves_its_key_waiting(monkeypatch):

@@ -147,8 +147,9 @@ def test_cp_sat_starts_from_the_path_when_it_beats_the_hint(monkeypatch):
         return None
 
     monkeypatch.setattr(cpsat_module, "_solve_model", model)
+    ends = time.monotonic() + 10
     found, optimal = cpsat_module._solve_variants(ctx, _whole_graph(ctx), variants, incumbent,
-                                                  time.monotonic() + 10, 0, 1)
+                                                  ends, ends, 0, 1)
     assert [v.ops for v in found] == [(0, 1, 2)] and not optimal
     assert [variants[i].ops for i in hints[0]] == [(0, 1, 2)]
 

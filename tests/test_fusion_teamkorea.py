@@ -287,8 +287,8 @@ def _model_answer(ctx: ScoringContext, window: Window, variants: list[Variant],
                   hint: list[int], demands: bool) -> list[tuple[int, ...]]:
     wanted = [recompute.demanded(ctx, v.ops, v.retained_out) if demands else frozenset()
               for v in variants]
-    found = cpsat._solve_model(window, variants, hint, ctx.unit, time.monotonic() + 10, 0, 1,
-                               wanted)
+    ends = time.monotonic() + 10
+    found = cpsat._solve_model(window, variants, hint, ctx.unit, ends, ends, 0, 1, wanted)
     assert found is not None and found[1]
     return [v.ops for v in found[0]]
 

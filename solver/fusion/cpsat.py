@@ -101,7 +101,16 @@ WINDOW_OPS = (6, 24)
 """Smallest and largest number of ops a window frees."""
 LEAST_SOLVE_S = 0.1
 """Least time left for which a window's model is built and solved: CP-SAT takes at least
-0.1 s (``limit_cpsat``'s floor) however little is left, past the deadline."""
+0.1 s (``limit_cpsat``'s floor) however little is left, past the deadline. A step's
+deadline may be passed by that floor (the next step starts later); the search's hard end
+may not, so a build ends this long before it."""
+LOAD_SHARE = 0.1
+"""CP-SAT's time past its limit, as a share of the model's build time: loading a large
+model is not cut short. A 10-op graph's whole-graph model under the TeamKorea reading (973
+variants, 0.7 s to build) took 0.13-0.17 s at a 0.1-s limit (a 2-s solve whose build ended
+just before the search's end ran to 2.05-2.10 s); an 872-variant one (0.27 s) 0.11 s. A
+model whose build leaves less than ``LEAST_SOLVE_S`` and this before the hard end is not
+solved."""
 POOL_FIRST_SHARE = 0.25
 """Share of a whole-graph solve's time spent first on ``relink`` from greedy's schedule: on
 a 15-op fork-join with ample capacity the whole-graph model (38,901 variants) found nothing
@@ -161,22 +170,25 @@ def total(schedule: Sequence[Variant]) -> Fraction:
 
 
 def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers: int = 1,
-                 windows_end: float | None = None) -> SearchResult:
+                 windows_end: float | None = None, hard_end: float | None = None
+                 ) -> SearchResult:
     """The best schedule found before ``deadline`` (a ``deadline.now()`` value); the
     window search (graphs too large for one model) stops at ``windows_end`` if earlier,
-    leaving the rest of the time to the caller (the lower bound).
+    leaving the rest of the time to the caller (the lower bound). A CP-SAT model may end
+    past ``deadline`` (its 0.1-s floor), never past ``hard_end`` (default: ``deadline``).
 
     With ``ctx.every_tile`` (the default reading), greedy's subgraphs and, at the end, the
     search's own are each taken to the fastest of every integer granularity (``retile``),
     in ``RETILE_SHARE`` of the time each."""
     floor = max(lower_bounds(ctx.problem, ctx.rules.reduction_cost, ctx.semantics).total,
                 reading_bound(ctx))
+    hard_end = deadline if hard_end is None else hard_end
     if not (ctx.every_tile and ctx.semantics == "default"):
-        return _search(ctx, deadline, windows_end, floor, seed, workers, 0.0)
+        return _search(ctx, deadline, windows_end, hard_end, floor, seed, workers, 0.0)
     final = min(deadline, windows_end or deadline)
     share = RETILE_SHARE * (final - now())
     found = _search(ctx, deadline - share, None if windows_end is None else windows_end - share,
-                    floor, seed, workers, share)
+                    hard_end, floor, seed, workers, share)
     # the search may end late (a CP-SAT model takes 0.1 s however little is left), never
     # the retiling
     schedule = retile(ctx, found.schedule, min(final, now() + share))
@@ -187,8 +199,8 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
                         found.improvements + 1)
 
 
-def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, floor: Fraction,
-            seed: int, workers: int, retile_s: float) -> SearchResult:
+def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, hard_end: float,
+            floor: Fraction, seed: int, workers: int, retile_s: float) -> SearchResult:
     """``cpsat_search`` but the last retiling: from greedy's schedule, retiled for at most
     ``retile_s`` first."""
     start = now()
@@ -212,7 +224,8 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
     windows = improvements = 0
     if everything.complete:
         pooled = relink(ctx, incumbent, now() + POOL_FIRST_SHARE * (deadline - now()), seed,
-                        workers, on_better=lambda schedule: _improved(ctx, schedule, floor))
+                        workers, on_better=lambda schedule: _improved(ctx, schedule, floor),
+                        hard_end=hard_end)
         if total(pooled) < total(incumbent):
             incumbent, improvements = pooled, 1
             if total(incumbent) <= floor:
@@ -221,10 +234,13 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         # for the lower bound (one worker: the cover runs after the search)
         rescore = windows_end is None or windows_end >= deadline
         found, optimal = _solve_window(ctx, _whole_graph(ctx), everything.sets, incumbent, deadline,
-                                       seed, workers, rescore=rescore)
+                                       seed, workers, rescore=rescore, hard_end=hard_end)
         if _better(ctx, found, incumbent):
             incumbent, improvements = found, improvements + 1
             _improved(ctx, incumbent, floor)
+        # the model's optimum describes the incumbent only if the evaluator did not refuse
+        # a faster answer
+        optimal = optimal and found is not None and total(incumbent) <= total(found)
         return SearchResult(incumbent, optimal, 1, improvements)
     final = min(deadline, windows_end or deadline)
     deadline = final - RELINK_SHARE * (final - now())
@@ -246,8 +262,9 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET,
                                  apart)
         budget = min(deadline, now() + WINDOW_S * (1 << reach))
+        # the relinking's share is kept from the last window's CP-SAT floor too
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
-                                       workers)
+                                       workers, hard_end=deadline)
         windows += 1
         joined = None if found is None else incumbent[:a] + found + incumbent[b:]
         if _better(ctx, joined, incumbent):
@@ -272,7 +289,7 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, flo
         incumbent, improvements = merged, improvements + 1
         _improved(ctx, incumbent, floor)
     found = relink(ctx, incumbent, final, seed, workers,
-                   on_better=lambda schedule: _improved(ctx, schedule, floor))
+                   on_better=lambda schedule: _improved(ctx, schedule, floor), hard_end=hard_end)
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
@@ -331,8 +348,8 @@ def _improved(ctx: ScoringContext, schedule: Sequence[Variant], floor: Fraction)
 
 
 def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, seed: int,
-           workers: int, on_better: Callable[[list[Variant]], None] = lambda _: None
-           ) -> list[Variant]:
+           workers: int, on_better: Callable[[list[Variant]], None] = lambda _: None,
+           hard_end: float | None = None) -> list[Variant]:
     """The schedule's own op sets, reordered and relinked by retention over the whole graph,
     in the first half of the time; then, from there, a set partition of the whole graph
     over a pool around the incumbent (``pool.pool``: each op set cut in two, reshaped by
@@ -343,17 +360,22 @@ def relink(ctx: ScoringContext, schedule: Sequence[Variant], deadline: float, se
     memory; here each is moved next to it and retains it (16,385,638.4 -> 16,284,057.6).
     The pool makes the model larger (with the cuts alone from the start, that one stays at
     greedy's in 10 s), hence the first stage without it. Each better schedule goes to
-    ``on_better`` as it is found (the caller offers it as the answer so far)."""
+    ``on_better`` as it is found (the caller offers it as the answer so far). CP-SAT's
+    floor may take a model past ``deadline``, never past ``hard_end`` (default:
+    ``deadline``)."""
+    hard_end = deadline if hard_end is None else hard_end
     best = list(schedule)
     halfway = now() + 0.5 * max(0.0, deadline - now())
     own = sorted({v.ops for v in best})
-    found, _ = _solve_window(ctx, _whole_graph(ctx), own, best, halfway, seed, workers)
+    found, _ = _solve_window(ctx, _whole_graph(ctx), own, best, halfway, seed, workers,
+                             hard_end=hard_end)
     if _better(ctx, found, best):
         best = found
         on_better(best)
     while True:  # a new incumbent brings a new pool around it
         sets = pool(ctx.graph, [v.ops for v in best], POOL_BUDGET)
-        found, _ = _solve_window(ctx, _whole_graph(ctx), sets, best, deadline, seed, workers)
+        found, _ = _solve_window(ctx, _whole_graph(ctx), sets, best, deadline, seed, workers,
+                                 hard_end=hard_end)
         if not _better(ctx, found, best):
             return best
         best = found
@@ -415,7 +437,8 @@ def _linkable(ctx: ScoringContext, window: Window, universe: set[int], ops: tupl
 
 def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int, ...]],
                   incumbent: Sequence[Variant], deadline: float, seed: int,
-                  workers: int, rescore: bool = False) -> tuple[list[Variant] | None, bool]:
+                  workers: int, rescore: bool = False, hard_end: float | None = None
+                  ) -> tuple[list[Variant] | None, bool]:
     """The best schedule of the window's variants, and whether it is proven optimal over
     all of them. Scoring stops at ``SCORING_SHARE`` of the time left (the model gets the
     rest): every op set with nothing retained first, then the retention variants a shortest
@@ -426,9 +449,11 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     answer (the whole-graph model: benchmark 5's solves in
     0.3 s of the 40% kept for it; windows of a larger graph are better left for the next
     window, and the time after the search, with one worker, is the lower bound's). Nothing
-    is tried with less than ``LEAST_SOLVE_S`` left."""
+    is tried with less than ``LEAST_SOLVE_S`` left. CP-SAT may run past ``deadline`` (its
+    floor), never past ``hard_end`` (default: ``deadline``)."""
     if deadline - now() < LEAST_SOLVE_S:
         return None, False
+    hard_end = deadline if hard_end is None else hard_end
     variants = list(incumbent)
     # the incumbent's own subgraphs are scored again: it may come from a context that tried
     # fewer tiles (the baseline greedy), and then a key's best may be lower here
@@ -457,7 +482,7 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
         dropped += _score_waiting(ctx, waiting, variants, given, fits, links, scoring_ends)
         scored_all = not waiting and not dropped
         found = _solve_variants(ctx, window, variants + _repeats(ctx, variants), hint,
-                                deadline, seed, workers)
+                                deadline, hard_end, seed, workers)
         if found is None or (best is not None and total(found[0]) > total(best)):
             return best, False  # a round cut short: the last one's answer stands
         best, optimal = found
@@ -525,8 +550,8 @@ def _score_guided(ctx: ScoringContext, window: Window, waiting: list[Key],
 
 
 def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant],
-                    hint: Sequence[Variant], deadline: float, seed: int, workers: int
-                    ) -> tuple[list[Variant], bool] | None:
+                    hint: Sequence[Variant], deadline: float, hard_end: float, seed: int,
+                    workers: int) -> tuple[list[Variant], bool] | None:
     """The best schedule of ``variants`` in the window, and whether it is proven optimal;
     None if none was found. The shortest path through the window's states
     (``sequence.shortest_sequence``, at most ``PATH_SHARE`` of the time) comes first; CP-SAT
@@ -540,7 +565,7 @@ def _solve_variants(ctx: ScoringContext, window: Window, variants: list[Variant]
         path = None  # the path knows nothing of the teamkorea rule across subgraphs
     demands = [demanded(ctx, v.ops, v.retained_out) for v in variants]
     found = _solve_model(window, variants, _indices(variants, hint if path is None else path),
-                         ctx.unit, deadline, seed, workers, demands)
+                         ctx.unit, deadline, hard_end, seed, workers, demands)
     if path is not None and (found is None or total(path) < total(found[0])):
         return path, False  # the model's time ran out, or the path has more subgraphs than
         # it has positions (a window whose ops other subgraphs also run)
@@ -562,15 +587,20 @@ def _indices(variants: Sequence[Variant], schedule: Sequence[Variant]) -> list[i
 
 
 def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
-                 unit: int, deadline: float, seed: int, workers: int,
+                 unit: int, deadline: float, hard_end: float, seed: int, workers: int,
                  demands: Sequence[frozenset[Pair]]) -> tuple[list[Variant], bool] | None:
     """CP-SAT's best schedule of ``variants`` in the window, hinted with the variants at
     ``hinted`` (in order), each variant demanding its ``demands`` (``recompute.py``), and
-    whether it is proven optimal; None if none was found."""
+    whether it is proven optimal; None if none was found, or if the build leaves CP-SAT
+    too little time before ``hard_end`` (``LEAST_SOLVE_S``, ``LOAD_SHARE``)."""
+    started = now()
     try:
-        model, mv = build_model(window, variants, objective_scale(variants, unit), deadline,
-                                demands)
+        model, mv = build_model(window, variants, objective_scale(variants, unit),
+                                min(deadline, hard_end - LEAST_SOLVE_S), demands)
     except BuildTimeout:
+        return None
+    built = now()
+    if hard_end - built < LEAST_SOLVE_S + LOAD_SHARE * (built - started):
         return None
     add_hint(model, window, variants, mv, hinted)
     solver = cp_model.CpSolver()

@@ -28,7 +28,14 @@ from solver.family import InvalidAnswer
 from solver.fusion import teamkorea
 from solver.fusion.bound import CoverBound, cover_bound, reading_bound
 from solver.fusion.bound.background import start as start_cover
-from solver.fusion.cpsat import accepted_whole, as_planned, as_variants, cpsat_search, total
+from solver.fusion.cpsat import (
+    LEAST_SOLVE_S,
+    accepted_whole,
+    as_planned,
+    as_variants,
+    cpsat_search,
+    total,
+)
 from solver.fusion.evaluate import evaluate
 from solver.fusion.greedy import greedy
 from solver.fusion.problem import Rules, lower_bounds
@@ -47,12 +54,16 @@ that runs after the search (one worker, or deterministic): it would run to the l
 otherwise, and on benchmark 13 the bound was then max(compute, I/O), 68% below the
 schedule; the single ops and pairs, priced in 5 s, prove it within 0.06%."""
 OVERRUN_SHARE, MOST_OVERRUN_S = 0.05, 0.3
-"""Share of the time the search leaves, up to ``MOST_OVERRUN_S``, when no bound follows it
+"""Share of the time the search leaves (at least ``cpsat.LEAST_SOLVE_S``, at most
+``MOST_OVERRUN_S``) when no bound follows it
 in this process (the teamkorea reading, or the cover in a child beside it): the last
 CP-SAT model may end past its limit, since it takes at least 0.1 s, more to load when it
 is large (benchmark 13: 0.03 s past a 30-s limit with none left; a 2-s solve of a 60-op
-random graph, the cover beside it, ended at 2.00-2.01 s; a whole-graph model of 973
-variants ended 0.2 s past its limit)."""
+random graph, the cover beside it, ended at 2.00-2.01 s). That model ends by the solve's
+deadline (``cpsat_search``'s ``hard_end``): it is not solved when its build leaves too
+little time (``cpsat.LOAD_SHARE``), hence the least margin of one CP-SAT floor (5% of a
+2-s solve is 0.07 s, and a 45-op graph's last relinking then found no time for its model,
+which had taken 22% off the schedule when it could end past the deadline)."""
 
 
 class Solver(Protocol):
@@ -135,12 +146,13 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     the rules', ends early and reports its gap to that bound). With two
     workers or more (not deterministic) the cover bound runs in a forked child beside the
     search for the whole time (``bound/background.py``), and the search ends
-    ``OVERRUN_SHARE`` early (at most ``MOST_OVERRUN_S``); else after it, in what is left.
+    ``OVERRUN_SHARE`` early (at least ``cpsat.LEAST_SOLVE_S``, at most ``MOST_OVERRUN_S``);
+    else after it, in what is left.
 
     Under the teamkorea reading the bound is that reading's compute and I/O bound and what
     its MatMuls pay (``bound/split_k.py``, reported as ``forced``; the forced-traffic and
     cover bounds follow SEMANTICS.md, so no time is kept for them; the search ends
-    ``OVERRUN_SHARE`` early, at most ``MOST_OVERRUN_S``, as with the cover beside it),
+    ``OVERRUN_SHARE`` early, within the same bounds, as with the cover beside it),
     ``optimal`` needs that bound reached (the model's proofs are not trusted there). In
     either reading the search keeps only schedules the reading accepts whole
     (``cpsat.accepted_whole``: under the teamkorea reading our model allows an ephemeral
@@ -155,10 +167,11 @@ def solve_cpsat(problem: FusionProblem, ends: float, *, reduction_cost: Reductio
     try:
         if semantics == "default" and background is None:
             found = cpsat_search(ctx, deadline, seed=seed, workers=workers,
-                                 windows_end=deadline - BOUND_SHARE * left)
+                                 windows_end=deadline - BOUND_SHARE * left, hard_end=deadline)
         else:
-            found = cpsat_search(ctx, deadline - min(OVERRUN_SHARE * left, MOST_OVERRUN_S),
-                                 seed=seed, workers=workers)
+            margin = min(max(OVERRUN_SHARE * left, LEAST_SOLVE_S), MOST_OVERRUN_S)
+            found = cpsat_search(ctx, deadline - margin,
+                                 seed=seed, workers=workers, hard_end=deadline)
         schedule = found.schedule
         bound = lower_bounds(problem, rules.reduction_cost, semantics).total
         cover = None
