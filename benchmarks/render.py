@@ -316,6 +316,29 @@ def process_time_table(data: Row) -> str:
     return "\n".join(out)
 
 
+def process_time_summary(data: Row) -> str:
+    """Per reading and checkout of ``process_time.py``: the slowest whole process, how
+    many runs wrote no valid solution, and each checkout's totals against the first's
+    (geomean, how many lower and higher)."""
+    labels = data["checkouts"]
+    out = ["| reading | checkout | runs | slowest s | no valid answer | "
+           f"geomean total / {labels[0]} | lower | higher |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for semantics in dict.fromkeys(r["semantics"] for r in data["rows"]):
+        rows = [r for r in data["rows"] if r["semantics"] == semantics]
+        for label in labels:
+            runs = [(r["runs"][labels[0]]["total"], r["runs"][label]) for r in rows]
+            pairs = [(first, run["total"]) for first, run in runs
+                     if first is not None and run["total"] is not None]
+            ratio = exp(sum(log(t / f) for f, t in pairs) / len(pairs)) if pairs else 1.0
+            out.append(
+                f"| {semantics} | {label} | {len(rows)} | "
+                f"{max(run['wall_s'] for _, run in runs):.2f} | "
+                f"{sum(run['total'] is None for _, run in runs)} | {ratio:.4f} | "
+                f"{sum(t < f for f, t in pairs)} | {sum(t > f for f, t in pairs)} |")
+    return "\n".join(out)
+
+
 # --- service load: benchmarks/load.py ----------------------------------------------------
 
 def load_table(data: Row) -> str:
@@ -555,6 +578,7 @@ TABLES = {
     "process-time": Table("process-time.json", process_time_table),
     "process-time-640": Table("process-time-640.json", process_time_table),
     "process-time-fuzz": Table("process-time-fuzz.json", process_time_table),
+    "process-time-fuzz-hardend": Table("process-time-fuzz-hardend.json", process_time_summary),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
