@@ -108,9 +108,9 @@ LOAD_SHARE = 0.1
 """CP-SAT's time past its limit, as a share of the model's build time: loading a large
 model is not cut short. A 10-op graph's whole-graph model under the TeamKorea reading (973
 variants, 0.7 s to build) took 0.13-0.17 s at a 0.1-s limit (a 2-s solve whose build ended
-just before the search's end ran to 2.05-2.10 s); an 872-variant one (0.27 s) 0.11 s. A
-model whose build leaves less than ``LEAST_SOLVE_S`` and this before the hard end is not
-solved."""
+just before the search's end ran to 2.05-2.19 s); an 872-variant one (0.27 s) 0.11 s. A
+model whose build (and hint) leaves less than ``LEAST_SOLVE_S`` and this before the hard
+end is not solved, and CP-SAT's limit ends this long before it."""
 POOL_FIRST_SHARE = 0.25
 """Share of a whole-graph solve's time spent first on ``relink`` from greedy's schedule: on
 a 15-op fork-join with ample capacity the whole-graph model (38,901 variants) found nothing
@@ -182,7 +182,7 @@ def cpsat_search(ctx: ScoringContext, deadline: float, *, seed: int = 0, workers
     in ``RETILE_SHARE`` of the time each."""
     floor = max(lower_bounds(ctx.problem, ctx.rules.reduction_cost, ctx.semantics).total,
                 reading_bound(ctx))
-    hard_end = deadline if hard_end is None else hard_end
+    hard_end = deadline if hard_end is None else max(hard_end, deadline)
     if not (ctx.every_tile and ctx.semantics == "default"):
         return _search(ctx, deadline, windows_end, hard_end, floor, seed, workers, 0.0)
     final = min(deadline, windows_end or deadline)
@@ -449,11 +449,15 @@ def _solve_window(ctx: ScoringContext, window: Window, sets: Sequence[tuple[int,
     answer (the whole-graph model: benchmark 5's solves in
     0.3 s of the 40% kept for it; windows of a larger graph are better left for the next
     window, and the time after the search, with one worker, is the lower bound's). Nothing
-    is tried with less than ``LEAST_SOLVE_S`` left. CP-SAT may run past ``deadline`` (its
-    floor), never past ``hard_end`` (default: ``deadline``)."""
+    is tried with less than ``LEAST_SOLVE_S`` left. The window's time ends by ``deadline``
+    and at least ``LEAST_SOLVE_S`` before ``hard_end`` (default: ``deadline``), which
+    CP-SAT's floor and a large model's load do not pass (``_solve_model``)."""
+    hard_end = deadline if hard_end is None else hard_end
+    # the window's own time ends one CP-SAT floor before the hard end: its scoring and path
+    # take their shares of what its build may use
+    deadline = min(deadline, hard_end - LEAST_SOLVE_S)
     if deadline - now() < LEAST_SOLVE_S:
         return None, False
-    hard_end = deadline if hard_end is None else hard_end
     variants = list(incumbent)
     # the incumbent's own subgraphs are scored again: it may come from a context that tried
     # fewer tiles (the baseline greedy), and then a key's best may be lower here
@@ -599,14 +603,15 @@ def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
                                 min(deadline, hard_end - LEAST_SOLVE_S), demands)
     except BuildTimeout:
         return None
-    built = now()
-    if hard_end - built < LEAST_SOLVE_S + LOAD_SHARE * (built - started):
-        return None
     add_hint(model, window, variants, mv, hinted)
+    built = now()
+    load = LOAD_SHARE * (built - started)
+    if hard_end - built < LEAST_SOLVE_S + load:
+        return None
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = max(1, workers)
-    limit_cpsat(solver.parameters, deadline)
+    limit_cpsat(solver.parameters, min(deadline, hard_end - load))
     # presolve can take a window's whole time and leave no solution at all, not even the
     # hinted incumbent (10 of 13 windows of 3,000-13,000 variables at 1 s on benchmark 13 with
     # twice its capacity); without it each found at least the incumbent, most improved on

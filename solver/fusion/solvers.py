@@ -61,9 +61,9 @@ CP-SAT model may end past its limit, since it takes at least 0.1 s, more to load
 is large (benchmark 13: 0.03 s past a 30-s limit with none left; a 2-s solve of a 60-op
 random graph, the cover beside it, ended at 2.00-2.01 s). That model ends by the solve's
 deadline (``cpsat_search``'s ``hard_end``): it is not solved when its build leaves too
-little time (``cpsat.LOAD_SHARE``), hence the least margin of one CP-SAT floor (5% of a
-2-s solve is 0.07 s, and a 45-op graph's last relinking then found no time for its model,
-which had taken 22% off the schedule when it could end past the deadline)."""
+little time (``cpsat.LOAD_SHARE``), hence the least margin of one CP-SAT floor: 5% of the
+1.35 s a 2-s solve's search starts with is 0.07 s, and a 45-op graph's last relinking then
+found no time for its model, which takes 22% off its schedule."""
 
 
 class Solver(Protocol):

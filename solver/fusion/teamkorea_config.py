@@ -234,7 +234,7 @@ def order_kinds(tile: tuple[int, int], grid: tuple[int, int], name: TraversalNam
     for run in _runs(name, rows, columns):
         length = len(run.walked)
         cut = run.walked.index(columns - 1 if run.along_row else rows - 1)
-        bounds = sorted(b for b in {0, 1, cut, cut + 1, length} if b <= length)
+        bounds = sorted({0, 1, cut, cut + 1, length})
         for start, stop in pairwise(bounds):  # the tiles from start to stop load alike
             prior = before if start == 0 else run.place(start - 1)
             row, col = run.place(start)
@@ -267,10 +267,12 @@ def _runs(name: TraversalName, rows: int, columns: int) -> Iterator[_Run]:
         for row in range(rows):
             back = name == "snake" and row % 2 == 1
             yield _Run(True, row, range(columns - 1, -1, -1) if back else range(columns))
-    else:
+    elif name in ("column", "column_snake"):
         for col in range(columns):
             back = name == "column_snake" and col % 2 == 1
             yield _Run(False, col, range(rows - 1, -1, -1) if back else range(rows))
+    else:
+        raise ValueError(f"no runs known for the order {name!r}")
 
 
 class Floor:
