@@ -55,15 +55,15 @@ otherwise, and on benchmark 13 the bound was then max(compute, I/O), 68% below t
 schedule; the single ops and pairs, priced in 5 s, prove it within 0.06%."""
 OVERRUN_SHARE, MOST_OVERRUN_S = 0.05, 0.3
 """Share of the time the search leaves (at least ``cpsat.LEAST_SOLVE_S``, at most
-``MOST_OVERRUN_S``) when no bound follows it
-in this process (the teamkorea reading, or the cover in a child beside it): the last
-CP-SAT model may end past its limit, since it takes at least 0.1 s, more to load when it
-is large (benchmark 13: 0.03 s past a 30-s limit with none left; a 2-s solve of a 60-op
-random graph, the cover beside it, ended at 2.00-2.01 s). That model ends by the solve's
-deadline (``cpsat_search``'s ``hard_end``): it is not solved when its build leaves too
-little time (``cpsat.LOAD_SHARE``), hence the least margin of one CP-SAT floor: 5% of the
-1.35 s a 2-s solve's search starts with is 0.07 s, and a 45-op graph's last relinking then
-found no time for its model, which takes 22% off its schedule."""
+``MOST_OVERRUN_S``) when no bound follows it in this process (the teamkorea reading, or the
+cover in a child beside it): the last CP-SAT model may end past its limit, since it takes
+at least 0.1 s, more to load when it is large (benchmark 13: 0.03 s past a 30-s limit with
+none left; a 2-s solve of a 60-op random graph, the cover beside it, ended at 2.00-2.01 s).
+That model ends by the solve's deadline (``cpsat_search``'s ``hard_end``): it is not solved
+when its build leaves too little time (``cpsat.LOAD_SHARE``), hence the least margin of one
+CP-SAT floor: 5% of the 1.35 s a 2-s solve's search starts with is 0.07 s, and a 45-op
+graph's last relinking then found no time for its model, which takes 22% off its
+schedule."""
 
 
 class Solver(Protocol):
