@@ -596,11 +596,12 @@ def _solve_model(window: Window, variants: list[Variant], hinted: Sequence[int],
     """CP-SAT's best schedule of ``variants`` in the window, hinted with the variants at
     ``hinted`` (in order), each variant demanding its ``demands`` (``recompute.py``), and
     whether it is proven optimal; None if none was found, or if the build leaves CP-SAT
-    too little time before ``hard_end`` (``LEAST_SOLVE_S``, ``LOAD_SHARE``)."""
+    too little time before ``hard_end`` (``LEAST_SOLVE_S``, ``LOAD_SHARE``). The build
+    stops at ``deadline``, which ``_solve_window`` ends ``LEAST_SOLVE_S`` before it."""
     started = now()
     try:
-        model, mv = build_model(window, variants, objective_scale(variants, unit),
-                                min(deadline, hard_end - LEAST_SOLVE_S), demands)
+        model, mv = build_model(window, variants, objective_scale(variants, unit), deadline,
+                                demands)
     except BuildTimeout:
         return None
     add_hint(model, window, variants, mv, hinted)
