@@ -30,6 +30,7 @@ from solver.fusion.cpsat import (
     _score_waiting,
     _solve_window,
     _whole_graph,
+    _window_time,
     as_planned,
     as_variants,
     cpsat_search,
@@ -366,10 +367,14 @@ def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypat
     """When a round of windows (twice as many as the schedule has subgraphs) improves
     nothing, the next round's windows hold twice the ops and get twice the time; once the
     smallest would hold the whole graph, the search goes on to relinking, long before its
-    deadline. Windows here never improve (``_solve_window`` answers nothing at once)."""
+    deadline. Windows here never improve (``_solve_window`` answers nothing at once), so
+    one freeing the same ops as an earlier one gets twice that one's time (up to
+    ``RETRY_DOUBLINGS`` times; the deadline is far enough for ``RETRY_SHARE`` not to bind)."""
     raw = dict(suite())["gen-residual-07"]  # 53 ops: windows of 6, 12, 24 and 48 at least
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
     asked: list[tuple[int, float]] = []
+    tries: list[int] = []
+    freed: list[frozenset[int]] = []
     relinked: list[float] = []
     pick = cpsat_module._pick_window
 
@@ -379,6 +384,9 @@ def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypat
 
     def nothing(ctx, window, sets, inside, deadline, *args, **kwargs):
         asked[-1] = (asked[-1][0], deadline - time.monotonic())
+        ops = frozenset(q for v in inside for q in v.ops)
+        tries.append(freed.count(ops))
+        freed.append(ops)
         return None, False
 
     def relink(ctx, schedule, deadline, *args, **kwargs):
@@ -389,16 +397,73 @@ def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypat
     monkeypatch.setattr(cpsat_module, "_solve_window", nothing)
     monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
     monkeypatch.setattr(cpsat_module, "relink", relink)
-    found = cpsat_search(ctx, time.monotonic() + 60)
+    found = cpsat_search(ctx, time.monotonic() + 600)
     per_round = 2 * len(found.schedule)
     assert found.windows == 4 * per_round + 1 and len(asked) == 4 * per_round
+    assert any(tries)  # some windows came round again
     for reach in range(4):
-        this_round = asked[reach * per_round:(reach + 1) * per_round]
-        assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size, _ in this_round)
-        assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size, _ in this_round)
-        seconds = cpsat_module.WINDOW_S * (1 << reach)
-        assert all(seconds - 0.2 < s <= seconds for _, s in this_round)  # 0.3, 0.6, 1.2, 2.4
-    assert len(relinked) == 1 and relinked[0] > 40
+        this_round = slice(reach * per_round, (reach + 1) * per_round)
+        assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size, _ in asked[this_round])
+        assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size, _ in asked[this_round])
+        for (_, s), earlier in zip(asked[this_round], tries[this_round], strict=True):
+            # 0.3, 0.6, 1.2, 2.4 on a first try, twice as much on each of up to three more
+            seconds = cpsat_module.WINDOW_S * (1 << reach) \
+                * (1 << min(earlier, cpsat_module.RETRY_DOUBLINGS))
+            assert seconds - 0.2 < s <= seconds
+    assert len(relinked) == 1 and relinked[0] > 400
+
+
+def test_a_window_tried_again_gets_longer_up_to_a_share_of_what_is_left():
+    """A window's time: ``WINDOW_S`` doubled per reach and per earlier try without a gain
+    (at most ``RETRY_DOUBLINGS`` times), no more than ``RETRY_SHARE`` of the loop's time
+    left unless that is less than a first try's."""
+    first = cpsat_module.WINDOW_S
+    assert _window_time(0, 0, 100.0) == pytest.approx(first)
+    assert _window_time(2, 0, 100.0) == pytest.approx(4 * first)
+    assert [_window_time(0, tries, 100.0) for tries in range(1, 6)] == pytest.approx(
+        [2 * first, 4 * first, 8 * first, 8 * first, 8 * first])
+    assert _window_time(1, 1, 100.0) == pytest.approx(4 * first)
+    assert _window_time(0, 3, 4.0) == pytest.approx(cpsat_module.RETRY_SHARE * 4.0)
+    assert _window_time(0, 3, 0.4) == pytest.approx(first)  # never less than a first try
+    assert _window_time(0, 0, 0.4) == pytest.approx(first)  # a first try is not capped
+
+
+def test_a_window_proven_optimal_as_it_stands_is_not_solved_again(monkeypatch):
+    """Windows never improve here, so the schedule never changes; those starting at an even
+    position are proven optimal, the others find nothing. A proven one is skipped when it
+    comes round again (and counts as spent); each other one is asked again with one more
+    earlier try than the last time it was asked."""
+    raw = dict(suite())["gen-residual-07"]
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
+    picks: list[tuple[int, int]] = []
+    solved: list[tuple[int, int]] = []
+    timed: list[int] = []
+    pick, window_time = cpsat_module._pick_window, cpsat_module._window_time
+
+    def picked(schedule, size, rng):
+        picks.append(pick(schedule, size, rng))
+        return picks[-1]
+
+    def timing(reach, tries, left):
+        timed.append(tries)
+        return window_time(reach, tries, left)
+
+    def answer(ctx, window, sets, inside, deadline, *args, **kwargs):
+        solved.append(picks[-1])
+        return list(inside), picks[-1][0] % 2 == 0
+
+    monkeypatch.setattr(cpsat_module, "_pick_window", picked)
+    monkeypatch.setattr(cpsat_module, "_window_time", timing)
+    monkeypatch.setattr(cpsat_module, "_solve_window", answer)
+    monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
+    monkeypatch.setattr(cpsat_module, "relink", lambda ctx, schedule, *args, **kw: list(schedule))
+    found = cpsat_search(ctx, time.monotonic() + 600)
+    proven = [w for w in solved if w[0] % 2 == 0]
+    assert len(proven) == len(set(proven)) > 0  # each solved once
+    assert len(picks) > len(solved)  # the rest were skipped
+    assert found.windows == len(solved) + 1
+    for i, window in enumerate(solved):
+        assert timed[i] == (0 if window[0] % 2 == 0 else solved[:i].count(window))
 
 
 def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13():

@@ -37,7 +37,7 @@ Every schedule is re-checked by the evaluator before it is returned.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from fractions import Fraction
@@ -97,6 +97,17 @@ search, a 10-s solve of the 124-op ``gen-attention-09`` ``per_op`` ran 7-9 windo
 (769,744-837,215 over three seeds); at 0.3 s, 21-22 (757,887-790,954). At 30 s, 3% of the
 search (about 0.7 s) instead of 0.3 s left 4 of 8 suite graphs of 53-160 ops higher (by up
 to 3.1%: ``gen-residual-07``) and one lower."""
+RETRY_DOUBLINGS = 3
+"""Most times a window tried again gets twice its last try's time. A window whose model
+found nothing and proved nothing comes round again (the same ops freed, the schedule
+around them often changed a little) and the same time gave the same failure:
+``gen-residual-07`` under the TeamKorea reading at 10 s ran its ten-op window around op
+29 (483 variants, CP-SAT 0.17 s) twice without the recomputation that takes 9% off,
+which half the runs found on the first try. A window proven optimal as it stands (the
+same schedule inside and around it) is not tried again."""
+RETRY_SHARE = 0.25
+"""Most share of the window loop's time left a window tried again may take (at least its
+first try's)."""
 WINDOW_OPS = (6, 24)
 """Smallest and largest number of ops a window frees."""
 LEAST_SOLVE_S = 0.1
@@ -251,6 +262,8 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
     stale = reach = 0  # windows are 2**reach times WINDOW_OPS and WINDOW_S
+    proven: set[Hashable] = set()  # windows proven optimal as they stand
+    failed: dict[frozenset[int], int] = {}  # tries without a gain, by the ops a window frees
     while now() < deadline - 0.05:
         if stale >= 2 * max(1, len(incumbent)):  # these windows are spent: wider ones
             if WINDOW_OPS[0] << (reach + 1) >= n:
@@ -259,9 +272,16 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
             size = max(size, WINDOW_OPS[0] << reach)
         a, b = _pick_window(incumbent, size, rng)
         window, inside = frame(ctx, incumbent, a, b)
-        sets = connected_op_sets(ctx.graph, {q for v in inside for q in v.ops}, WINDOW_BUDGET,
-                                 apart)
-        budget = min(deadline, now() + WINDOW_S * (1 << reach))
+        exact = (window, tuple((v.ops, v.retained_in, v.retained_out, v.latency)
+                               for v in inside))
+        if exact in proven:  # nothing to gain there
+            stale += 1
+            size = min(WINDOW_OPS[1] << reach, size + 2)
+            continue
+        freed = frozenset(q for v in inside for q in v.ops)
+        tries = failed.get(freed, 0)
+        sets = connected_op_sets(ctx.graph, freed, WINDOW_BUDGET, apart)
+        budget = min(deadline, now() + _window_time(reach, tries, deadline - now()))
         # the relinking's share is kept from the last window's CP-SAT floor too
         found, optimal = _solve_window(ctx, window, sets.sets, inside, budget, seed + windows,
                                        workers, hard_end=deadline)
@@ -278,10 +298,15 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
             _improved(ctx, incumbent, floor)
             improvements += 1
             stale = 0
+            failed.pop(freed, None)
             if total(incumbent) <= floor:
                 return SearchResult(incumbent, True, windows, improvements)
         else:
             stale += 1
+            if optimal:
+                proven.add(exact)
+            else:
+                failed[freed] = tries + 1
         size = min(WINDOW_OPS[1] << reach, size + 2) if optimal \
             else max(WINDOW_OPS[0] << reach, size - 2)
     merged = merged_neighbours(ctx, incumbent, now() + NEIGHBOURS_SHARE * (final - now()))
@@ -293,6 +318,16 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
+
+
+def _window_time(reach: int, tries: int, left: float) -> float:
+    """A window's time: ``WINDOW_S`` doubled per ``reach`` and, for a window tried
+    ``tries`` times before without a gain or a proof, per try (``RETRY_DOUBLINGS``,
+    ``RETRY_SHARE``)."""
+    first = WINDOW_S * (1 << reach)
+    if not tries:
+        return first
+    return max(first, min(first * (1 << min(tries, RETRY_DOUBLINGS)), RETRY_SHARE * left))
 
 
 def _levels(ctx: ScoringContext, incumbent: Sequence[Variant],
