@@ -579,6 +579,8 @@ TABLES = {
     "process-time-640": Table("process-time-640.json", process_time_table),
     "process-time-fuzz": Table("process-time-fuzz.json", process_time_table),
     "process-time-fuzz-hardend": Table("process-time-fuzz-hardend.json", process_time_summary),
+    "process-time-fuzz-retry": Table("process-time-fuzz-retry.json", process_time_summary),
+    "fusion-suite-tkretry": Table("fusion-suite-tkretry.json", fusion_suite_tables),
     "compare": Table("compare.json", compare_tables),
     "layout-models": Table("layout-models.json", lambda d: layout_table(d["rows"])),
     "segments": Table("segments.json", lambda d: segments_table(d["rows"])),
