@@ -428,11 +428,10 @@ def test_a_window_tried_again_gets_longer_up_to_a_share_of_what_is_left():
     assert _window_time(0, 0, 0.4) == pytest.approx(first)  # a first try is not capped
 
 
-def test_a_window_proven_optimal_as_it_stands_is_not_solved_again(monkeypatch):
-    """Windows never improve here, so the schedule never changes; those starting at an even
-    position are proven optimal, the others find nothing. A proven one is skipped when it
-    comes round again (and counts as spent); each other one is asked again with one more
-    earlier try than the last time it was asked."""
+def windows_answered(monkeypatch, answer):
+    """A search of ``gen-residual-07`` whose windows ``answer(inside, a)`` gives (``a``:
+    where the window starts), and what it did: the search's result, the windows picked and
+    solved (as (start, end)), and the earlier tries each solved one was timed with."""
     raw = dict(suite())["gen-residual-07"]
     ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
     picks: list[tuple[int, int]] = []
@@ -448,23 +447,43 @@ def test_a_window_proven_optimal_as_it_stands_is_not_solved_again(monkeypatch):
         timed.append(tries)
         return window_time(reach, tries, left)
 
-    def answer(ctx, window, sets, inside, deadline, *args, **kwargs):
+    def solve(ctx, window, sets, inside, deadline, *args, **kwargs):
         solved.append(picks[-1])
-        return list(inside), picks[-1][0] % 2 == 0
+        return answer(inside, picks[-1][0])
 
     monkeypatch.setattr(cpsat_module, "_pick_window", picked)
     monkeypatch.setattr(cpsat_module, "_window_time", timing)
-    monkeypatch.setattr(cpsat_module, "_solve_window", answer)
+    monkeypatch.setattr(cpsat_module, "_solve_window", solve)
     monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
     monkeypatch.setattr(cpsat_module, "relink", lambda ctx, schedule, *args, **kw: list(schedule))
-    found = cpsat_search(ctx, time.monotonic() + 600)
+    return cpsat_search(ctx, time.monotonic() + 600), picks, solved, timed
+
+
+def test_a_window_proven_optimal_as_it_stands_is_not_solved_again(monkeypatch):
+    """Windows never improve here, so the schedule never changes; those starting at an even
+    position are proven optimal, the others find nothing. A proven one is skipped when it
+    comes round again and counts as spent; each other one is asked again with one more
+    earlier try than the last time it was asked."""
+    found, picks, solved, timed = windows_answered(
+        monkeypatch, lambda inside, a: (list(inside), a % 2 == 0))
     proven = [w for w in solved if w[0] % 2 == 0]
     assert len(proven) == len(set(proven)) > 0  # each solved once
     assert len(picks) > len(solved)  # the rest were skipped
+    assert len(picks) == 4 * 2 * len(found.schedule)  # four rounds, skips counted in them
     assert found.windows == len(solved) + 1
     for i, window in enumerate(solved):
         assert timed[i] == (0 if window[0] % 2 == 0 else solved[:i].count(window))
 
+
+def test_a_window_whose_optimum_the_evaluator_refuses_is_tried_again(monkeypatch):
+    """A model's optimum faster than the incumbent that the evaluator refuses (here: no
+    subgraph at all) proves nothing of the incumbent: the window is tried again, with more
+    time, and never skipped."""
+    found, picks, solved, timed = windows_answered(monkeypatch, lambda inside, a: ([], True))
+    assert picks == solved
+    assert any(timed)
+    for i, window in enumerate(solved):
+        assert timed[i] == solved[:i].count(window)
 
 def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13():
     """Greedy runs some ``x_i @ W0`` (4,096 x 128 result) away from the ``@ W1 @ V_i``

@@ -37,7 +37,7 @@ Every schedule is re-checked by the evaluator before it is returned.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from fractions import Fraction
@@ -98,13 +98,13 @@ search, a 10-s solve of the 124-op ``gen-attention-09`` ``per_op`` ran 7-9 windo
 search (about 0.7 s) instead of 0.3 s left 4 of 8 suite graphs of 53-160 ops higher (by up
 to 3.1%: ``gen-residual-07``) and one lower."""
 RETRY_DOUBLINGS = 3
-"""Most times a window tried again gets twice its last try's time. A window whose model
-found nothing and proved nothing comes round again (the same ops freed, the schedule
-around them often changed a little) and the same time gave the same failure:
-``gen-residual-07`` under the TeamKorea reading at 10 s ran its ten-op window around op
-29 (483 variants, CP-SAT 0.17 s) twice without the recomputation that takes 9% off,
-which half the runs found on the first try. A window proven optimal as it stands (the
-same schedule inside and around it) is not tried again."""
+"""Most doublings of a window's time for its earlier tries without a gain or a proof
+(``2**tries`` times a first try's). A window whose model found nothing and proved nothing
+comes round again (the same ops freed, the schedule around them often changed a little),
+and the same time gave the same failure: ``gen-residual-07`` under the TeamKorea reading
+at 10 s ran its ten-op window around op 29 (483 variants, CP-SAT 0.13-0.17 s) two or three
+times without the recomputation that takes 9% off, which 3 of 5 runs found on the first
+try."""
 RETRY_SHARE = 0.25
 """Most share of the window loop's time left a window tried again may take (at least its
 first try's)."""
@@ -262,9 +262,10 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
     rng = random.Random(seed)
     size = WINDOW_OPS[0] * 2
     stale = reach = 0  # windows are 2**reach times WINDOW_OPS and WINDOW_S
-    proven: set[Hashable] = set()  # windows proven optimal as they stand
+    # windows proven optimal as they stand: solving one again finds nothing
+    proven: set[AsItStands] = set()
     failed: dict[frozenset[int], int] = {}  # tries without a gain, by the ops a window frees
-    while now() < deadline - 0.05:
+    while now() < deadline - 2 * LEAST_SOLVE_S:  # a window's least time before its end
         if stale >= 2 * max(1, len(incumbent)):  # these windows are spent: wider ones
             if WINDOW_OPS[0] << (reach + 1) >= n:
                 break
@@ -272,11 +273,10 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
             size = max(size, WINDOW_OPS[0] << reach)
         a, b = _pick_window(incumbent, size, rng)
         window, inside = frame(ctx, incumbent, a, b)
-        exact = (window, tuple((v.ops, v.retained_in, v.retained_out, v.latency)
-                               for v in inside))
-        if exact in proven:  # nothing to gain there
+        stands = _as_it_stands(window, inside)
+        if stands in proven:
             stale += 1
-            size = min(WINDOW_OPS[1] << reach, size + 2)
+            size = _next_size(size, reach, True)
             continue
         freed = frozenset(q for v in inside for q in v.ops)
         tries = failed.get(freed, 0)
@@ -303,12 +303,12 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
                 return SearchResult(incumbent, True, windows, improvements)
         else:
             stale += 1
-            if optimal:
-                proven.add(exact)
+            # an optimum the evaluator refused proves nothing of the incumbent
+            if optimal and total(found) >= total(inside):
+                proven.add(stands)
             else:
                 failed[freed] = tries + 1
-        size = min(WINDOW_OPS[1] << reach, size + 2) if optimal \
-            else max(WINDOW_OPS[0] << reach, size - 2)
+        size = _next_size(size, reach, optimal)
     merged = merged_neighbours(ctx, incumbent, now() + NEIGHBOURS_SHARE * (final - now()))
     if _better(ctx, merged, incumbent):
         incumbent, improvements = merged, improvements + 1
@@ -318,6 +318,24 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
+
+
+AsItStands = tuple[Window, tuple[tuple[tuple[int, ...], frozenset[int], frozenset[int], Fraction],
+                                 ...]]
+"""A window and the subgraphs it frees, as far as its model sees them."""
+
+
+def _as_it_stands(window: Window, inside: Sequence[Variant]) -> AsItStands:
+    """The window with what its model is given of the subgraphs it frees (their op sets,
+    retention and latencies; the op sets it enumerates follow from them)."""
+    return window, tuple((v.ops, v.retained_in, v.retained_out, v.latency) for v in inside)
+
+
+def _next_size(size: int, reach: int, optimal: bool) -> int:
+    """The next window's ops: two more after a proof, two fewer otherwise, within
+    ``WINDOW_OPS`` times ``2**reach``."""
+    return min(WINDOW_OPS[1] << reach, size + 2) if optimal \
+        else max(WINDOW_OPS[0] << reach, size - 2)
 
 
 def _window_time(reach: int, tries: int, left: float) -> float:
