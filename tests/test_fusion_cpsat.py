@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import dataclass, field
 from fractions import Fraction
 from unittest.mock import patch
 
@@ -24,6 +25,7 @@ from solver.fusion.cpsat import (
     LEVELS_LEAST_OPS,
     WHOLE_GRAPH_BUDGET,
     WINDOW_BUDGET,
+    SearchResult,
     _levels,
     _linkable,
     _pick_window,
@@ -363,54 +365,77 @@ def test_a_window_holds_its_size_wherever_it_starts(sizes, size, seed):
     assert b - a == 2 or min(shorter) < size
 
 
+@dataclass
+class WindowRun:
+    """What a search with stubbed windows did (``windows_answered``)."""
+
+    sizes: list[int] = field(default_factory=list)  # asked of each window picked
+    picks: list[tuple[int, int]] = field(default_factory=list)  # (start, end)
+    solved: list[tuple[int, int]] = field(default_factory=list)  # those solved
+    seconds: list[float] = field(default_factory=list)  # each solved one was given
+    timed: list[int] = field(default_factory=list)  # earlier tries each was timed with
+    relinked: list[float] = field(default_factory=list)  # seconds the relinking was given
+
+
+def windows_answered(monkeypatch, answer) -> tuple[SearchResult, WindowRun]:
+    """A search of ``gen-residual-07`` (53 ops: windows of 6, 12, 24 and 48 at least) with
+    a far deadline, whose windows ``answer(inside, a)`` gives (``a``: where the window
+    starts), no path before them and a relinking that returns its schedule: its result and
+    what it did."""
+    raw = dict(suite())["gen-residual-07"]
+    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
+    run = WindowRun()
+    pick, window_time = cpsat_module._pick_window, cpsat_module._window_time
+
+    def picked(schedule, size, rng):
+        run.sizes.append(size)
+        run.picks.append(pick(schedule, size, rng))
+        return run.picks[-1]
+
+    def timing(reach, tries, left):
+        run.timed.append(tries)
+        return window_time(reach, tries, left)
+
+    def solve(ctx, window, sets, inside, deadline, *args, **kwargs):
+        run.seconds.append(deadline - time.monotonic())
+        run.solved.append(run.picks[-1])
+        return answer(inside, run.picks[-1][0])
+
+    def relink(ctx, schedule, deadline, *args, **kwargs):
+        run.relinked.append(deadline - time.monotonic())
+        return list(schedule)
+
+    monkeypatch.setattr(cpsat_module, "_pick_window", picked)
+    monkeypatch.setattr(cpsat_module, "_window_time", timing)
+    monkeypatch.setattr(cpsat_module, "_solve_window", solve)
+    monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
+    monkeypatch.setattr(cpsat_module, "relink", relink)
+    return cpsat_search(ctx, time.monotonic() + 600), run
+
+
 def test_spent_windows_give_way_to_wider_longer_ones_then_to_relinking(monkeypatch):
     """When a round of windows (twice as many as the schedule has subgraphs) improves
     nothing, the next round's windows hold twice the ops and get twice the time; once the
     smallest would hold the whole graph, the search goes on to relinking, long before its
-    deadline. Windows here never improve (``_solve_window`` answers nothing at once), so
-    one freeing the same ops as an earlier one gets twice that one's time (up to
-    ``RETRY_DOUBLINGS`` times; the deadline is far enough for ``RETRY_SHARE`` not to bind)."""
-    raw = dict(suite())["gen-residual-07"]  # 53 ops: windows of 6, 12, 24 and 48 at least
-    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
-    asked: list[tuple[int, float]] = []
-    tries: list[int] = []
-    freed: list[frozenset[int]] = []
-    relinked: list[float] = []
-    pick = cpsat_module._pick_window
-
-    def picked(schedule, size, rng):
-        asked.append((size, 0.0))
-        return pick(schedule, size, rng)
-
-    def nothing(ctx, window, sets, inside, deadline, *args, **kwargs):
-        asked[-1] = (asked[-1][0], deadline - time.monotonic())
-        ops = frozenset(q for v in inside for q in v.ops)
-        tries.append(freed.count(ops))
-        freed.append(ops)
-        return None, False
-
-    def relink(ctx, schedule, deadline, *args, **kwargs):
-        relinked.append(deadline - time.monotonic())
-        return list(schedule)
-
-    monkeypatch.setattr(cpsat_module, "_pick_window", picked)
-    monkeypatch.setattr(cpsat_module, "_solve_window", nothing)
-    monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
-    monkeypatch.setattr(cpsat_module, "relink", relink)
-    found = cpsat_search(ctx, time.monotonic() + 600)
+    deadline. Windows here never improve (they answer nothing at once), so the schedule
+    never changes and one freeing the same stretch as an earlier one gets twice that one's
+    time (up to ``RETRY_DOUBLINGS`` times; the deadline is far enough for
+    ``RETRY_SHARE`` not to bind)."""
+    found, run = windows_answered(monkeypatch, lambda inside, a: (None, False))
     per_round = 2 * len(found.schedule)
-    assert found.windows == 4 * per_round + 1 and len(asked) == 4 * per_round
-    assert any(tries)  # some windows came round again
+    assert found.windows == 4 * per_round + 1 and len(run.solved) == 4 * per_round
+    earlier = [run.solved[:i].count(window) for i, window in enumerate(run.solved)]
+    assert any(earlier)  # some windows came round again
     for reach in range(4):
         this_round = slice(reach * per_round, (reach + 1) * per_round)
-        assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size, _ in asked[this_round])
-        assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size, _ in asked[this_round])
-        for (_, s), earlier in zip(asked[this_round], tries[this_round], strict=True):
+        assert all(size >= cpsat_module.WINDOW_OPS[0] << reach for size in run.sizes[this_round])
+        assert all(size <= cpsat_module.WINDOW_OPS[1] << reach for size in run.sizes[this_round])
+        for s, tries in zip(run.seconds[this_round], earlier[this_round], strict=True):
             # 0.3, 0.6, 1.2, 2.4 on a first try, twice as much on each of up to three more
             seconds = cpsat_module.WINDOW_S * (1 << reach) \
-                * (1 << min(earlier, cpsat_module.RETRY_DOUBLINGS))
+                * (1 << min(tries, cpsat_module.RETRY_DOUBLINGS))
             assert seconds - 0.2 < s <= seconds
-    assert len(relinked) == 1 and relinked[0] > 400
+    assert len(run.relinked) == 1 and run.relinked[0] > 400
 
 
 def test_a_window_tried_again_gets_longer_up_to_a_share_of_what_is_left():
@@ -428,62 +453,31 @@ def test_a_window_tried_again_gets_longer_up_to_a_share_of_what_is_left():
     assert _window_time(0, 0, 0.4) == pytest.approx(first)  # a first try is not capped
 
 
-def windows_answered(monkeypatch, answer):
-    """A search of ``gen-residual-07`` whose windows ``answer(inside, a)`` gives (``a``:
-    where the window starts), and what it did: the search's result, the windows picked and
-    solved (as (start, end)), and the earlier tries each solved one was timed with."""
-    raw = dict(suite())["gen-residual-07"]
-    ctx = ScoringContext(parse_problem(raw), Rules(reduction_cost="per_op"))
-    picks: list[tuple[int, int]] = []
-    solved: list[tuple[int, int]] = []
-    timed: list[int] = []
-    pick, window_time = cpsat_module._pick_window, cpsat_module._window_time
-
-    def picked(schedule, size, rng):
-        picks.append(pick(schedule, size, rng))
-        return picks[-1]
-
-    def timing(reach, tries, left):
-        timed.append(tries)
-        return window_time(reach, tries, left)
-
-    def solve(ctx, window, sets, inside, deadline, *args, **kwargs):
-        solved.append(picks[-1])
-        return answer(inside, picks[-1][0])
-
-    monkeypatch.setattr(cpsat_module, "_pick_window", picked)
-    monkeypatch.setattr(cpsat_module, "_window_time", timing)
-    monkeypatch.setattr(cpsat_module, "_solve_window", solve)
-    monkeypatch.setattr(cpsat_module, "_levels", lambda *args: None)
-    monkeypatch.setattr(cpsat_module, "relink", lambda ctx, schedule, *args, **kw: list(schedule))
-    return cpsat_search(ctx, time.monotonic() + 600), picks, solved, timed
-
-
 def test_a_window_proven_optimal_as_it_stands_is_not_solved_again(monkeypatch):
     """Windows never improve here, so the schedule never changes; those starting at an even
     position are proven optimal, the others find nothing. A proven one is skipped when it
     comes round again and counts as spent; each other one is asked again with one more
     earlier try than the last time it was asked."""
-    found, picks, solved, timed = windows_answered(
-        monkeypatch, lambda inside, a: (list(inside), a % 2 == 0))
-    proven = [w for w in solved if w[0] % 2 == 0]
+    found, run = windows_answered(monkeypatch, lambda inside, a: (list(inside), a % 2 == 0))
+    proven = [w for w in run.solved if w[0] % 2 == 0]
     assert len(proven) == len(set(proven)) > 0  # each solved once
-    assert len(picks) > len(solved)  # the rest were skipped
-    assert len(picks) == 4 * 2 * len(found.schedule)  # four rounds, skips counted in them
-    assert found.windows == len(solved) + 1
-    for i, window in enumerate(solved):
-        assert timed[i] == (0 if window[0] % 2 == 0 else solved[:i].count(window))
+    assert len(run.picks) > len(run.solved)  # the rest were skipped
+    assert len(run.picks) == 4 * 2 * len(found.schedule)  # four rounds, skips in them
+    assert found.windows == len(run.solved) + 1
+    for i, window in enumerate(run.solved):
+        assert run.timed[i] == (0 if window[0] % 2 == 0 else run.solved[:i].count(window))
 
 
 def test_a_window_whose_optimum_the_evaluator_refuses_is_tried_again(monkeypatch):
     """A model's optimum faster than the incumbent that the evaluator refuses (here: no
     subgraph at all) proves nothing of the incumbent: the window is tried again, with more
     time, and never skipped."""
-    found, picks, solved, timed = windows_answered(monkeypatch, lambda inside, a: ([], True))
-    assert picks == solved
-    assert any(timed)
-    for i, window in enumerate(solved):
-        assert timed[i] == solved[:i].count(window)
+    _, run = windows_answered(monkeypatch, lambda inside, a: ([], True))
+    assert run.picks == run.solved
+    assert any(run.timed)
+    for i, window in enumerate(run.solved):
+        assert run.timed[i] == run.solved[:i].count(window)
+
 
 def test_relinking_retains_what_greedy_sends_through_slow_memory_on_benchmark_13():
     """Greedy runs some ``x_i @ W0`` (4,096 x 128 result) away from the ``@ W1 @ V_i``

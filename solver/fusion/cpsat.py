@@ -249,10 +249,7 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
         if _better(ctx, found, incumbent):
             incumbent, improvements = found, improvements + 1
             _improved(ctx, incumbent, floor)
-        # the model's optimum describes the incumbent only if the evaluator did not refuse
-        # a faster answer
-        optimal = optimal and found is not None and total(incumbent) <= total(found)
-        return SearchResult(incumbent, optimal, 1, improvements)
+        return SearchResult(incumbent, _proves(optimal, found, incumbent), 1, improvements)
     final = min(deadline, windows_end or deadline)
     deadline = final - RELINK_SHARE * (final - now())
     found = _levels(ctx, incumbent, apart, now() + LEVELS_SHARE * (deadline - now()))
@@ -303,8 +300,7 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
                 return SearchResult(incumbent, True, windows, improvements)
         else:
             stale += 1
-            # an optimum the evaluator refused proves nothing of the incumbent
-            if optimal and total(found) >= total(inside):
+            if _proves(optimal, found, inside):
                 proven.add(stands)
             else:
                 failed[freed] = tries + 1
@@ -318,6 +314,12 @@ def _search(ctx: ScoringContext, deadline: float, windows_end: float | None, har
     if total(found) < total(incumbent):
         incumbent, improvements = found, improvements + 1
     return SearchResult(incumbent, total(incumbent) <= floor, windows + 1, improvements)
+
+
+def _proves(optimal: bool, found: Sequence[Variant] | None, kept: Sequence[Variant]) -> bool:
+    """Whether a model's proof holds for the schedule ``kept``: an optimum faster than it
+    is one the evaluator refused, and proves nothing of it."""
+    return optimal and found is not None and total(kept) <= total(found)
 
 
 AsItStands = tuple[Window, tuple[tuple[tuple[int, ...], frozenset[int], frozenset[int], Fraction],
